@@ -1,0 +1,133 @@
+"""Command line for the dev cluster: ``python -m draxr.devcluster up|down|status|fleet``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..kube import Kube
+from . import fakedriver
+from .binaries import REPO_ROOT, ensure_binaries
+from .controlplane import ControlPlane, Options
+
+DEFAULT_DIR = Path(os.environ.get("DRAXR_DEV_DIR", REPO_ROOT / ".dev"))
+
+
+def _fleet(args: argparse.Namespace) -> fakedriver.Fleet:
+    classes: dict[str, str | None] = {"gpu.example.com": args.extended_resource}
+    for extra in args.implicit_class:
+        classes[extra] = None
+    return fakedriver.Fleet(
+        prefix=args.prefix,
+        dra_nodes=args.nodes,
+        device_plugin_nodes=args.device_plugin_nodes,
+        devices_per_node=args.devices,
+        device_plugin_resource=args.extended_resource,
+        classes=classes,
+    )
+
+
+async def _apply_fleet(kubeconfig: Path, fleet: fakedriver.Fleet, wait: bool) -> None:
+    async with await Kube.from_kubeconfig(kubeconfig) as kube:
+        objs = fleet.manifests()
+        await fakedriver.apply(kube, objs)
+        print(f"fake fleet '{fleet.prefix}': {json.dumps(fakedriver.summary(objs))}")
+        if wait:
+            await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+            print(f"{len(fleet.node_names())} fake nodes Ready")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    run_dir: Path = args.dir
+    if (run_dir / "state.json").exists():
+        cp = ControlPlane.load(run_dir)
+        if any(cp.alive().values()):
+            print(f"a dev cluster is already running in {run_dir}; run 'down' first", file=sys.stderr)
+            return 1
+        cp.stop()
+    binaries = ensure_binaries()
+    opts = Options(scheduler=args.scheduler, kwok=True, feature_gates=args.feature_gates)
+    cp = ControlPlane(binaries=binaries, run_dir=run_dir, options=opts)
+    cp.start()
+    print(cp.describe())
+    print("start-up timings (s): " + ", ".join(f"{k}={v:.1f}" for k, v in cp.timings.items()))
+    if args.nodes or args.device_plugin_nodes:
+        asyncio.run(_apply_fleet(cp.kubeconfig, _fleet(args), wait=True))
+    print(f"\nexport KUBECONFIG={cp.kubeconfig}")
+    print(f"{binaries / 'kubectl'} get nodes,deviceclasses,resourceslices")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    if not (args.dir / "state.json").exists():
+        print(f"no dev cluster in {args.dir}")
+        return 0
+    cp = ControlPlane.load(args.dir)
+    cp.stop()
+    print(f"stopped {', '.join(cp.alive()) or 'all components'}; run directory {args.dir} kept for its logs")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if not (args.dir / "state.json").exists():
+        print(f"no dev cluster in {args.dir}")
+        return 1
+    cp = ControlPlane.load(args.dir)
+    print(cp.describe())
+    for name, ok in cp.alive().items():
+        print(f"{name:<24} {'running' if ok else 'NOT RUNNING'}")
+    for k, v in cp.rss_mib().items():
+        print(f"{k:<30} {v:8.1f} MiB")
+    return 0 if all(cp.alive().values()) else 1
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    asyncio.run(_apply_fleet(args.dir / "admin.kubeconfig", _fleet(args), wait=not args.no_wait))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m draxr.devcluster", description=__doc__)
+    p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="run directory (default: %(default)s)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def fleet_args(sp: argparse.ArgumentParser, nodes: int) -> None:
+        sp.add_argument("--nodes", type=int, default=nodes, help="DRA nodes (default: %(default)s)")
+        sp.add_argument("--devices", type=int, default=8, help="devices per node (default: %(default)s)")
+        sp.add_argument(
+            "--device-plugin-nodes",
+            type=int,
+            default=0,
+            help="nodes that serve the resource through device-plugin allocatable",
+        )
+        sp.add_argument("--prefix", default="gpu-node")
+        sp.add_argument("--extended-resource", default="example.com/gpu")
+        sp.add_argument(
+            "--implicit-class",
+            action="append",
+            default=[],
+            help="extra DeviceClass without extendedResourceName (repeatable)",
+        )
+
+    up = sub.add_parser("up", help="start the control plane (and kwok) and create fake GPU nodes")
+    up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
+    up.add_argument("--feature-gates", default="", help="e.g. DRAExtendedResource=true on 1.34/1.35")
+    fleet_args(up, nodes=3)
+    up.set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop every component by PID").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="show components, liveness and memory").set_defaults(func=cmd_status)
+    fl = sub.add_parser("fleet", help="create or update fake GPU nodes on the running dev cluster")
+    fleet_args(fl, nodes=3)
+    fl.add_argument("--no-wait", action="store_true")
+    fl.set_defaults(func=cmd_fleet)
+
+    args = p.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Locate (and build on first use) the control-plane binaries cached under ~/.cache/draxr/bin/<key>/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
+REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def ensure_binaries() -> Path:
+    """Return the directory holding the binaries, building them first when the cache is cold.
+
+    ``DRAXR_BIN_DIR`` points at a ready directory and skips the build script. The build prints its
+    progress to the real stderr so that a cold build under pytest's capture is still visible.
+    """
+    preset = os.environ.get("DRAXR_BIN_DIR")
+    if preset:
+        out = Path(preset)
+    else:
+        print(f"[draxr] ensuring control-plane binaries via {BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
+        proc = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the control plane failed (exit {proc.returncode}); see the log above")
+        out = Path(proc.stdout.strip().splitlines()[-1])
+    missing = [b for b in REQUIRED if not (out / b).is_file()]
+    if missing:
+        raise RuntimeError(f"control-plane binaries missing in {out}: {', '.join(missing)}")
+    return out

@@ -1,0 +1,161 @@
+"""The thin API layer: raw JSON requests through kubernetes-asyncio's ApiClient.
+
+Raw dicts rather than generated models: the models of the client release lag the server (fields the
+client does not know are dropped on read), and building them costs CPU on hot paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+JSON = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST collection: ``group`` is "" for the core API."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", True)
+NODES = Resource("", "v1", "nodes", False)
+NAMESPACES = Resource("", "v1", "namespaces", False)
+EVENTS = Resource("events.k8s.io", "v1", "events", True)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True)
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", False)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True)
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", False)
+CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+
+_OBJECT = {200: "object", 201: "object", 202: "object"}
+
+
+class Kube:
+    """Async JSON access to the API server. Errors surface as kubernetes-asyncio ``ApiException``."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+
+    @classmethod
+    async def from_kubeconfig(cls, path: Path | str) -> Kube:
+        cfg = client.Configuration()
+        await config.load_kube_config(config_file=str(path), client_configuration=cfg)
+        return cls(client.ApiClient(cfg))
+
+    @classmethod
+    def from_token(cls, host: str, token: str, ca_file: Path | str) -> Kube:
+        cfg = client.Configuration(host=host)
+        cfg.ssl_ca_cert = str(ca_file)
+        cfg.api_key = {"BearerToken": f"Bearer {token}"}
+        return cls(client.ApiClient(cfg))
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> Kube:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        data = await self.api.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            response_types_map=_OBJECT,
+            _return_http_data_only=True,
+        )
+        return data if isinstance(data, dict) else {}
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None, subresource: str | None = None) -> JSON:
+        return await self.request("GET", res.path(namespace, name, subresource))
+
+    async def list(self, res: Resource, namespace: str | None = None, **query: Any) -> list[JSON]:
+        items: list[JSON] = []
+        params = dict(query)
+        while True:
+            page = await self.request("GET", res.path(namespace), query=params)
+            items.extend(page.get("items", []))
+            cont = page.get("metadata", {}).get("continue")
+            if not cont:
+                return items
+            params["continue"] = cont
+
+    async def create(
+        self,
+        res: Resource,
+        body: JSON,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        name: str | None = None,
+    ) -> JSON:
+        return await self.request("POST", res.path(namespace, name, subresource), body)
+
+    async def replace(
+        self, res: Resource, body: JSON, namespace: str | None = None, subresource: str | None = None
+    ) -> JSON:
+        name = body["metadata"]["name"]
+        return await self.request("PUT", res.path(namespace, name, subresource), body)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        body: Any,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> JSON:
+        return await self.request("PATCH", res.path(namespace, name, subresource), body, content_type=content_type)
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None, **query: Any) -> JSON:
+        return await self.request("DELETE", res.path(namespace, name), query=query)
+
+    async def delete_if_exists(self, res: Resource, name: str, namespace: str | None = None) -> bool:
+        try:
+            await self.delete(res, name, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+
+__all__ = ["JSON", "ApiException", "Kube", "Resource"]

@@ -1,0 +1,384 @@
+"""Platform smoke tests: the API behaviour draxr relies on, pinned down against the real control plane."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from draxr.devcluster import fakedriver
+from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane
+from draxr.kube import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    DEVICE_CLASSES,
+    JSON_PATCH,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    SERVICE_ACCOUNTS,
+    ApiException,
+    Kube,
+)
+
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+NO_SCHEDULER = "draxr-test-nobody"  # no scheduler serves it: these tests bind by hand
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.25) -> Any:
+    """Poll ``check`` until it returns a truthy value; fail with its last value after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while loop.time() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    pytest.fail(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+def pod(
+    name: str, resources: dict[str, str], *, scheduler: str = NO_SCHEDULER, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": dict(annotations or {})},
+        "spec": {
+            "schedulerName": scheduler,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.invalid/fake:1", "resources": {"limits": resources}}],
+        },
+    }
+
+
+def special_claim(p: dict[str, Any], requests: list[dict[str, Any]], finalizer: bool = True) -> dict[str, Any]:
+    meta = p["metadata"]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": f"{meta['name']}-extended-resources-",
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True}
+            ],
+            "finalizers": [DELETE_PROTECTION] if finalizer else [],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+def exact_request(name: str, device_class: str, count: int) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}}
+
+
+def allocation(node: str, driver: str, request: str, devices: list[str]) -> dict[str, Any]:
+    return {
+        "devices": {"results": [{"request": request, "driver": driver, "pool": node, "device": d} for d in devices]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+        },
+    }
+
+
+def binding(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+# ---- DeviceClass and ResourceSlice --------------------------------------------------------------
+
+
+async def test_deviceclass_extended_resource_name_round_trips(kube: Kube, names: str) -> None:
+    body = fakedriver.device_class(
+        f"{names}-gpu", driver="gpu.example.com", extended_resource_name=f"{names}.example.com/gpu"
+    )
+    await kube.create(DEVICE_CLASSES, body)
+    try:
+        got = await kube.get(DEVICE_CLASSES, f"{names}-gpu")
+        assert got["spec"]["extendedResourceName"] == f"{names}.example.com/gpu"
+        assert got["spec"]["selectors"] == body["spec"]["selectors"]
+    finally:
+        await kube.delete_if_exists(DEVICE_CLASSES, f"{names}-gpu")
+
+
+async def test_deviceclass_rejects_kubernetes_io_extended_resource_name(kube: Kube, names: str) -> None:
+    body = fakedriver.device_class(f"{names}-bad", extended_resource_name="kubernetes.io/gpu")
+    with pytest.raises(ApiException) as err:
+        await kube.create(DEVICE_CLASSES, body)
+    assert err.value.status == 422
+    assert "extendedResourceName" in err.value.body
+
+
+async def test_resourceslice_on_fake_node_is_accepted(kube: Kube, fleet: fakedriver.Fleet) -> None:
+    node = fleet.node_names()[0]
+    got = await kube.get(RESOURCE_SLICES, f"{node}-{fleet.driver.replace('.', '-')}")
+    assert got["spec"]["nodeName"] == node
+    assert got["spec"]["pool"] == {"name": node, "generation": 1, "resourceSliceCount": 1}
+    dev = got["spec"]["devices"][0]
+    assert dev["name"] == "gpu-0"
+    assert dev["attributes"]["driverVersion"] == {"version": "1.2.3"}
+    assert dev["attributes"]["numa"] == {"int": 0}
+    assert dev["capacity"]["memory"] == {"value": "80Gi"}
+
+
+async def test_malformed_resourceslice_is_rejected_with_the_api_message(kube: Kube, names: str) -> None:
+    dup = fakedriver.resource_slice(
+        f"{names}-n", [fakedriver.device("gpu-0"), fakedriver.device("gpu-0")], name=f"{names}-dup"
+    )
+    with pytest.raises(ApiException) as err:
+        await kube.create(RESOURCE_SLICES, dup)
+    assert err.value.status == 422
+    assert "spec.devices[1].name" in err.value.body
+    assert "Duplicate value" in err.value.body
+
+    no_count = fakedriver.resource_slice(f"{names}-n", [fakedriver.device("gpu-0")], name=f"{names}-nocount")
+    no_count["spec"]["pool"]["resourceSliceCount"] = 0
+    with pytest.raises(ApiException) as err:
+        await kube.create(RESOURCE_SLICES, no_count)
+    assert err.value.status == 422
+    assert "spec.pool.resourceSliceCount" in err.value.body
+
+
+# ---- the special claim, its status, the pod status and the binding --------------------------------
+
+
+async def test_special_claim_allocation_pod_status_and_binding(
+    kube: Kube, namespace: str, fleet: fakedriver.Fleet
+) -> None:
+    node = fleet.node_names()[0]
+    [(cls, ext)] = fleet.classes.items()
+    assert ext is not None
+    p = await kube.create(PODS, pod("worker", {ext: "2"}), namespace)
+
+    req = "container-0-request-0"
+    claim = await kube.create(RESOURCE_CLAIMS, special_claim(p, [exact_request(req, cls, 2)]), namespace)
+    name = claim["metadata"]["name"]
+    assert name.startswith("worker-extended-resources-")
+    assert claim["metadata"]["annotations"] == {EXTENDED_CLAIM_ANNOTATION: "true"}
+    assert claim["metadata"]["finalizers"] == [DELETE_PROTECTION]
+    assert claim["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "worker", "uid": p["metadata"]["uid"], "controller": True}
+    ]
+
+    status = {
+        "allocation": allocation(node, fleet.driver, req, ["gpu-0", "gpu-1"]),
+        "reservedFor": [{"resource": "pods", "name": "worker", "uid": p["metadata"]["uid"]}],
+    }
+    updated = await kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+    assert updated["status"]["allocation"] == status["allocation"]
+    assert updated["status"]["reservedFor"] == status["reservedFor"]
+
+    ercs = {
+        "resourceClaimName": name,
+        "requestMappings": [{"containerName": "main", "resourceName": ext, "requestName": req}],
+    }
+    await kube.patch(PODS, "worker", {"status": {"extendedResourceClaimStatus": ercs}}, namespace, subresource="status")
+    assert (await kube.get(PODS, "worker", namespace))["status"]["extendedResourceClaimStatus"] == ercs
+
+    await kube.create(PODS, binding("worker", node), namespace, name="worker", subresource="binding")
+    bound = await kube.get(PODS, "worker", namespace)
+    assert bound["spec"]["nodeName"] == node
+    # A second binding is refused: the Binding API makes a double bind impossible.
+    with pytest.raises(ApiException) as err:
+        await kube.create(
+            PODS, binding("worker", fleet.node_names()[1]), namespace, name="worker", subresource="binding"
+        )
+    assert err.value.status == 409
+
+
+async def test_pod_status_rejects_mapping_to_unknown_container(kube: Kube, namespace: str) -> None:
+    await kube.create(PODS, pod("p", {"example.com/gpu": "1"}), namespace)
+    bad = {
+        "resourceClaimName": "p-extended-resources-abcde",
+        "requestMappings": [
+            {"containerName": "nope", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+        ],
+    }
+    with pytest.raises(ApiException) as err:
+        await kube.patch(PODS, "p", {"status": {"extendedResourceClaimStatus": bad}}, namespace, subresource="status")
+    assert err.value.status == 422
+    assert "extendedResourceClaimStatus" in err.value.body
+
+
+# ---- granular claim status authorization (resourceclaims/binding) --------------------------------
+
+
+async def _service_account_client(kube: Kube, cp: ControlPlane, namespace: str, sa: str) -> Kube:
+    await kube.create(
+        SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}}, namespace
+    )
+    token = await kube.create(
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        namespace,
+        name=sa,
+        subresource="token",
+    )
+    return Kube.from_token(cp.api_url, token["status"]["token"], cp.pki.ca_crt)
+
+
+async def _grant(kube: Kube, role: str, namespace: str, sa: str, rules: list[dict[str, Any]]) -> None:
+    await kube.create(
+        CLUSTER_ROLES,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": rules,
+        },
+    )
+    await kube.create(
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+        },
+    )
+
+
+async def _can(kube: Kube, user: str, verb: str, resource: str, subresource: str, namespace: str) -> bool:
+    review = await kube.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                "resourceAttributes": {
+                    "group": "resource.k8s.io",
+                    "resource": resource,
+                    "subresource": subresource,
+                    "verb": verb,
+                    "namespace": namespace,
+                },
+            },
+        },
+    )
+    return bool(review["status"].get("allowed"))
+
+
+async def test_claim_allocation_needs_resourceclaims_binding(
+    kube: Kube, control_plane: ControlPlane, namespace: str, fleet: fakedriver.Fleet, names: str
+) -> None:
+    node = fleet.node_names()[0]
+    [(cls, ext)] = fleet.classes.items()
+    assert ext is not None
+    base_rules = [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims"],
+            "verbs": ["get", "create", "update", "patch", "delete"],
+        },
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update", "patch"]},
+    ]
+    await _grant(kube, f"{names}-status", namespace, "writer", base_rules)
+    sa_kube = await _service_account_client(kube, control_plane, namespace, "writer")
+    try:
+        p = await kube.create(PODS, pod("w", {ext: "1"}), namespace)
+        req = "container-0-request-0"
+        claim = await sa_kube.create(RESOURCE_CLAIMS, special_claim(p, [exact_request(req, cls, 1)]), namespace)
+        status = {
+            "allocation": allocation(node, fleet.driver, req, ["gpu-0"]),
+            "reservedFor": [{"resource": "pods", "name": "w", "uid": p["metadata"]["uid"]}],
+        }
+
+        user = f"system:serviceaccount:{namespace}:writer"
+        assert await _can(kube, user, "update", "resourceclaims", "status", namespace)
+        assert not await _can(kube, user, "update", "resourceclaims", "binding", namespace)
+        with pytest.raises(ApiException) as err:
+            await sa_kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+        assert err.value.status == 403
+        assert "resourceclaims/binding" in err.value.body
+
+        await _grant(
+            kube,
+            f"{names}-binding",
+            namespace,
+            "writer",
+            [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update", "patch"]}],
+        )
+        await eventually(lambda: _can(kube, user, "update", "resourceclaims", "binding", namespace))
+        written = await sa_kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+        assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+        assert written["status"]["reservedFor"] == status["reservedFor"]
+    finally:
+        await sa_kube.close()
+        for role in (f"{names}-status", f"{names}-binding"):
+            await kube.delete_if_exists(CLUSTER_ROLE_BINDINGS, role)
+            await kube.delete_if_exists(CLUSTER_ROLES, role)
+
+
+# ---- garbage collection ---------------------------------------------------------------------------
+
+
+async def test_claim_is_garbage_collected_with_its_pod_once_the_finalizer_is_gone(
+    kube: Kube, namespace: str, fleet: fakedriver.Fleet
+) -> None:
+    [(cls, ext)] = fleet.classes.items()
+    assert ext is not None
+    p = await kube.create(PODS, pod("gone", {ext: "1"}), namespace)
+    claim = await kube.create(
+        RESOURCE_CLAIMS, special_claim(p, [exact_request("container-0-request-0", cls, 1)]), namespace
+    )
+    name = claim["metadata"]["name"]
+    await kube.delete(PODS, "gone", namespace, gracePeriodSeconds=0)
+
+    async def claim_state() -> str:
+        try:
+            c = await kube.get(RESOURCE_CLAIMS, name, namespace)
+        except ApiException as e:
+            return "deleted" if e.status == 404 else f"error {e.status}"
+        return "terminating" if c["metadata"].get("deletionTimestamp") else ""
+
+    # The garbage collector deletes the orphan, but the finalizer holds it.
+    assert await eventually(claim_state) == "terminating"
+    await kube.patch(
+        RESOURCE_CLAIMS, name, [{"op": "remove", "path": "/metadata/finalizers"}], namespace, content_type=JSON_PATCH
+    )
+    assert await eventually(lambda: _is_deleted(claim_state)) is True
+
+
+async def _is_deleted(state: Callable[[], Awaitable[str]]) -> bool:
+    return await state() == "deleted"
+
+
+# ---- kwok: fake nodes and pod lifecycle -----------------------------------------------------------
+
+
+async def test_kwok_nodes_become_ready_and_run_then_complete_pods(
+    kube: Kube, namespace: str, fleet: fakedriver.Fleet
+) -> None:
+    await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    node = fleet.node_names()[1]
+    await kube.create(PODS, pod("short", {}, annotations={RUN_FOR_ANNOTATION: "1s"}), namespace)
+    await kube.create(PODS, pod("long", {}), namespace)
+    for name in ("short", "long"):
+        await kube.create(PODS, binding(name, node), namespace, name=name, subresource="binding")
+
+    async def phase(name: str) -> str:
+        return str((await kube.get(PODS, name, namespace)).get("status", {}).get("phase", ""))
+
+    assert await eventually(lambda: _phase_is(phase, "short", "Succeeded")) is True
+    assert await phase("long") == "Running"
+    n = await kube.get(NODES, node)
+    assert n["status"]["allocatable"]["cpu"] == "32"
+
+
+async def _phase_is(phase: Callable[[str], Awaitable[str]], name: str, want: str) -> bool:
+    return await phase(name) == want
