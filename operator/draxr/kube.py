@@ -52,6 +52,7 @@ RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
 
 _OBJECT = {200: "object", 201: "object", 202: "object"}
 

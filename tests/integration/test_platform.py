@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from draxr.kube import (
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    ROLE_BINDINGS,
     SERVICE_ACCOUNTS,
     ApiException,
     Kube,
@@ -55,6 +57,12 @@ def pod(
             "containers": [{"name": "main", "image": "registry.invalid/fake:1", "resources": {"limits": resources}}],
         },
     }
+
+
+def causes(err: ApiException) -> set[tuple[str, str]]:
+    """(reason, field) of each cause in the API's Status body."""
+    details = json.loads(err.body).get("details", {})
+    return {(c.get("reason", ""), c.get("field", "")) for c in details.get("causes", [])}
 
 
 def special_claim(p: dict[str, Any], requests: list[dict[str, Any]], finalizer: bool = True) -> dict[str, Any]:
@@ -139,15 +147,14 @@ async def test_malformed_resourceslice_is_rejected_with_the_api_message(kube: Ku
     with pytest.raises(ApiException) as err:
         await kube.create(RESOURCE_SLICES, dup)
     assert err.value.status == 422
-    assert "spec.devices[1].name" in err.value.body
-    assert "Duplicate value" in err.value.body
+    assert ("FieldValueDuplicate", "spec.devices[1]") in causes(err.value)
 
     no_count = fakedriver.resource_slice(f"{names}-n", [fakedriver.device("gpu-0")], name=f"{names}-nocount")
     no_count["spec"]["pool"]["resourceSliceCount"] = 0
     with pytest.raises(ApiException) as err:
         await kube.create(RESOURCE_SLICES, no_count)
     assert err.value.status == 422
-    assert "spec.pool.resourceSliceCount" in err.value.body
+    assert "spec.pool.resourceSliceCount" in {field for _, field in causes(err.value)}
 
 
 # ---- the special claim, its status, the pod status and the binding --------------------------------
@@ -228,26 +235,23 @@ async def _service_account_client(kube: Kube, cp: ControlPlane, namespace: str, 
     return Kube.from_token(cp.api_url, token["status"]["token"], cp.pki.ca_crt)
 
 
-async def _grant(kube: Kube, role: str, namespace: str, sa: str, rules: list[dict[str, Any]]) -> None:
-    await kube.create(
-        CLUSTER_ROLES,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": role},
-            "rules": rules,
-        },
-    )
-    await kube.create(
-        CLUSTER_ROLE_BINDINGS,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-        },
-    )
+async def _grant(
+    kube: Kube, role: str, namespace: str, sa: str, rules: list[dict[str, Any]], *, cluster_wide: bool = True
+) -> None:
+    """A ClusterRole with ``rules`` bound to the ServiceAccount, cluster-wide or in its namespace only."""
+    role_body = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role}}
+    await kube.create(CLUSTER_ROLES, {**role_body, "rules": rules})
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding" if cluster_wide else "RoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+    }
+    if cluster_wide:
+        await kube.create(CLUSTER_ROLE_BINDINGS, binding)
+    else:
+        await kube.create(ROLE_BINDINGS, binding, namespace)
 
 
 async def _can(kube: Kube, user: str, verb: str, resource: str, subresource: str, namespace: str) -> bool:
@@ -301,61 +305,107 @@ async def test_claim_allocation_needs_resourceclaims_binding(
         user = f"system:serviceaccount:{namespace}:writer"
         assert await _can(kube, user, "update", "resourceclaims", "status", namespace)
         assert not await _can(kube, user, "update", "resourceclaims", "binding", namespace)
-        with pytest.raises(ApiException) as err:
-            await sa_kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
-        assert err.value.status == 403
-        assert "resourceclaims/binding" in err.value.body
 
-        await _grant(
-            kube,
-            f"{names}-binding",
-            namespace,
-            "writer",
-            [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update", "patch"]}],
-        )
+        async def refused() -> ApiException:
+            with pytest.raises(ApiException) as err:
+                await sa_kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+            return err.value
+
+        # 1.37 enforces it in validation: 422 with a Forbidden cause on status.allocation, not a 403.
+        err = await refused()
+        assert err.status == 422
+        assert ("FieldValueForbidden", "status.allocation") in causes(err)
+        assert 'requires resource="resourceclaims/binding"' in json.loads(err.body)["message"]
+
+        binding_rules = [
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/binding"], "verbs": ["update", "patch"]}
+        ]
+        # The check is made at cluster scope: a RoleBinding in the claim's namespace is not enough.
+        await _grant(kube, f"{names}-nsbinding", namespace, "writer", binding_rules, cluster_wide=False)
         await eventually(lambda: _can(kube, user, "update", "resourceclaims", "binding", namespace))
-        written = await sa_kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+        err = await refused()
+        assert "at the cluster scope" in json.loads(err.body)["message"]
+
+        await _grant(kube, f"{names}-binding", namespace, "writer", binding_rules)
+        written = await eventually(
+            lambda: _try_replace_status(sa_kube, {**claim, "status": status}, namespace), timeout=10
+        )
         assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
         assert written["status"]["reservedFor"] == status["reservedFor"]
     finally:
         await sa_kube.close()
-        for role in (f"{names}-status", f"{names}-binding"):
+        for role in (f"{names}-status", f"{names}-binding", f"{names}-nsbinding"):
             await kube.delete_if_exists(CLUSTER_ROLE_BINDINGS, role)
             await kube.delete_if_exists(CLUSTER_ROLES, role)
+
+
+async def _try_replace_status(kube: Kube, claim: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+    try:
+        return await kube.replace(RESOURCE_CLAIMS, claim, namespace, subresource="status")
+    except ApiException as e:
+        if e.status != 422:  # RBAC caches take a moment to see a new binding
+            raise
+        return None
 
 
 # ---- garbage collection ---------------------------------------------------------------------------
 
 
-async def test_claim_is_garbage_collected_with_its_pod_once_the_finalizer_is_gone(
+async def _claim_state(kube: Kube, name: str, namespace: str) -> str:
+    try:
+        c = await kube.get(RESOURCE_CLAIMS, name, namespace)
+    except ApiException as e:
+        return "deleted" if e.status == 404 else f"error {e.status}"
+    return "terminating" if c["metadata"].get("deletionTimestamp") else "present"
+
+
+async def _state_is(kube: Kube, name: str, namespace: str, want: str) -> bool:
+    return await _claim_state(kube, name, namespace) == want
+
+
+async def test_garbage_collector_deletes_the_claim_of_a_deleted_pod_once_finalizers_are_gone(
     kube: Kube, namespace: str, fleet: fakedriver.Fleet
 ) -> None:
     [(cls, ext)] = fleet.classes.items()
     assert ext is not None
     p = await kube.create(PODS, pod("gone", {ext: "1"}), namespace)
-    claim = await kube.create(
-        RESOURCE_CLAIMS, special_claim(p, [exact_request("container-0-request-0", cls, 1)]), namespace
-    )
-    name = claim["metadata"]["name"]
+    body = special_claim(p, [exact_request("container-0-request-0", cls, 1)])
+    body["metadata"]["finalizers"].append("draxr.io/test-hold")  # nobody but this test removes it
+    name = (await kube.create(RESOURCE_CLAIMS, body, namespace))["metadata"]["name"]
     await kube.delete(PODS, "gone", namespace, gracePeriodSeconds=0)
 
-    async def claim_state() -> str:
-        try:
-            c = await kube.get(RESOURCE_CLAIMS, name, namespace)
-        except ApiException as e:
-            return "deleted" if e.status == 404 else f"error {e.status}"
-        return "terminating" if c["metadata"].get("deletionTimestamp") else ""
-
-    # The garbage collector deletes the orphan, but the finalizer holds it.
-    assert await eventually(claim_state) == "terminating"
+    # The garbage collector deletes the orphan (controller ownerRef), a finalizer holds it.
+    assert await eventually(lambda: _state_is(kube, name, namespace, "terminating")) is True
+    await asyncio.sleep(2)
+    assert await _claim_state(kube, name, namespace) == "terminating"
     await kube.patch(
         RESOURCE_CLAIMS, name, [{"op": "remove", "path": "/metadata/finalizers"}], namespace, content_type=JSON_PATCH
     )
-    assert await eventually(lambda: _is_deleted(claim_state)) is True
+    assert await eventually(lambda: _state_is(kube, name, namespace, "deleted")) is True
 
 
-async def _is_deleted(state: Callable[[], Awaitable[str]]) -> bool:
-    return await state() == "deleted"
+async def test_resourceclaim_controller_releases_the_special_claim_of_a_deleted_pod(
+    kube: Kube, namespace: str, fleet: fakedriver.Fleet
+) -> None:
+    """KCM's resourceclaim controller (1.35+, the fix for kubernetes#134311) drops reservedFor, the
+    allocation and delete-protection of a special claim whose pod is gone. draxr must coexist with it."""
+    node = fleet.node_names()[0]
+    [(cls, ext)] = fleet.classes.items()
+    assert ext is not None
+    p = await kube.create(PODS, pod("done", {ext: "1"}), namespace)
+    req = "container-0-request-0"
+    claim = await kube.create(RESOURCE_CLAIMS, special_claim(p, [exact_request(req, cls, 1)]), namespace)
+    status = {
+        "allocation": allocation(node, fleet.driver, req, ["gpu-0"]),
+        "reservedFor": [{"resource": "pods", "name": "done", "uid": p["metadata"]["uid"]}],
+    }
+    await kube.replace(RESOURCE_CLAIMS, {**claim, "status": status}, namespace, subresource="status")
+    name = claim["metadata"]["name"]
+    await asyncio.sleep(1)
+    assert await _claim_state(kube, name, namespace) == "present"  # in use: nothing touches it
+
+    await kube.delete(PODS, "done", namespace, gracePeriodSeconds=0)
+    assert await eventually(lambda: _state_is(kube, name, namespace, "deleted")) is True
 
 
 # ---- kwok: fake nodes and pod lifecycle -----------------------------------------------------------

@@ -1,0 +1,19 @@
+# syntax=docker/dockerfile:1
+# Multi-stage: wheels are built with the pinned constraints, the runtime image has no build tools,
+# runs as an unprivileged user and works with a read-only root filesystem.
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY hack/constraints.txt hack/constraints.txt
+COPY operator operator
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c hack/constraints.txt .
+
+FROM python:3.11-slim-bookworm
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links=/wheels draxr \
+ && rm -rf /wheels \
+ && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin draxr
+USER 65532:65532
+ENTRYPOINT ["draxr"]
+CMD ["version"]
