@@ -67,8 +67,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"no dev cluster in {args.dir}")
         return 0
     cp = ControlPlane.load(args.dir)
+    running = [name for name, alive in cp.alive().items() if alive]
     cp.stop()
-    print(f"stopped {', '.join(cp.alive()) or 'all components'}; run directory {args.dir} kept for its logs")
+    print(f"stopped {', '.join(running) or 'nothing (no component was running)'}; logs kept in {args.dir}")
     return 0
 
 

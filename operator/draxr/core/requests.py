@@ -1,0 +1,394 @@
+"""Pod -> per-node device requests and request mappings (KEP-5004, contract §2.2-2.3).
+
+A port of kube-scheduler's `filterExtendedResources` / `createRequestsAndMappings`
+(dynamicresources `extendeddynamicresources.go`, after kubernetes#134882) plus the pod request
+aggregation of component-helpers `resource.PodRequests`.
+
+Use `prepare_pod` once per pod and scheduling cycle, then `for_node` per candidate node; the
+request building is memoised per set of DRA-served resources, so nodes that agree on which
+resources come from DRA share one result. Malformed quantities raise ValueError (the API server
+never stores any).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from draxr.core.mapping import ExtendedResourceMapping, is_dra_extended_resource_name
+from draxr.core.quantity import Quantity, as_int64, parse_quantity, value
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "DEVICE_REQUESTS_MAX_SIZE",
+    "DeviceRequest",
+    "NodeRequests",
+    "PodExtendedResources",
+    "RequestMapping",
+    "container_requests",
+    "create_requests_and_mappings",
+    "is_sidecar",
+    "node_requests",
+    "pod_requests",
+    "prepare_pod",
+]
+
+# resource.k8s.io/v1 limits on one ResourceClaim: more would fail at claim create/status update.
+DEVICE_REQUESTS_MAX_SIZE = 32
+ALLOCATION_RESULTS_MAX_SIZE = 32
+
+_POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})  # plus hugepages-*, see _is_pod_level_resource
+
+
+# --------------------------------------------------------------------------- pod request maths
+
+
+def is_sidecar(container: Mapping[str, Any]) -> bool:
+    """A restartable init container (runs for the pod's whole life, like a regular container)."""
+    return container.get("restartPolicy") == "Always"
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, Quantity]:
+    """`resources.requests`, with missing keys taken from `resources.limits`.
+
+    This is the API server's pod defaulting (SetDefaults_Pod, all resource names); objects read
+    from the API already have it, hand-written ones may not.
+    """
+    resources = container.get("resources") or {}
+    merged: dict[str, Quantity] = dict(resources.get("limits") or {})
+    merged.update(resources.get("requests") or {})
+    return merged
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
+
+
+def _add(into: dict[str, Decimal], items: Mapping[str, Quantity]) -> None:
+    for name, q in items.items():
+        into[name] = into.get(name, Decimal(0)) + parse_quantity(q)
+
+
+def _max_into(into: dict[str, Decimal], items: Mapping[str, Decimal]) -> None:
+    for name, q in items.items():
+        if name not in into or q > into[name]:
+            into[name] = q
+
+
+def pod_requests(
+    pod: Mapping[str, Any], *, include_overhead: bool = True, use_pod_level: bool = True
+) -> dict[str, Decimal]:
+    """Effective pod requests (`resource.PodRequests` with default options).
+
+    Sum of regular containers and sidecars, raised to the peak of any non-sidecar init container
+    (which runs next to the sidecars declared before it); then pod-level `spec.resources.requests`
+    replace cpu/memory/hugepages; then `spec.overhead` is added. Ephemeral containers never count.
+    """
+    spec = pod.get("spec") or {}
+    result: dict[str, Decimal] = {}
+    for c in spec.get("containers") or ():
+        _add(result, container_requests(c))
+
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for c in spec.get("initContainers") or ():
+        reqs = container_requests(c)
+        if is_sidecar(c):
+            _add(result, reqs)
+            _add(sidecars, reqs)
+            running = dict(sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, reqs)
+        _max_into(init_peak, running)
+    _max_into(result, init_peak)
+
+    if use_pod_level:
+        pod_level = (spec.get("resources") or {}).get("requests") or {}
+        for name, q in pod_level.items():
+            if _is_pod_level_resource(name):
+                result[name] = parse_quantity(q)
+
+    if include_overhead:
+        _add(result, spec.get("overhead") or {})
+    return result
+
+
+# --------------------------------------------------------------------------- result types
+
+
+@dataclass(frozen=True, order=True)
+class DeviceRequest:
+    """One entry of the special claim's `spec.devices.requests` (ExactCount of one class)."""
+
+    name: str
+    device_class_name: str
+    count: int
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "exactly": {
+                "deviceClassName": self.device_class_name,
+                "allocationMode": "ExactCount",
+                "count": self.count,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class RequestMapping:
+    """One entry of `pod.status.extendedResourceClaimStatus.requestMappings`."""
+
+    container_name: str
+    resource_name: str
+    request_name: str
+
+    def to_api(self) -> dict[str, str]:
+        return {
+            "containerName": self.container_name,
+            "resourceName": self.resource_name,
+            "requestName": self.request_name,
+        }
+
+
+@dataclass(frozen=True)
+class NodeRequests:
+    """How one node would serve the pod's extended resources.
+
+    `device_plugin` and `dra` map resource name -> pod-level count (`Quantity.Value()`); the
+    device-plugin capacity check against what other pods use is the placement filter's job.
+    `reasons` is non-empty when the node cannot take the pod; requests and mappings are then empty.
+    """
+
+    device_plugin: Mapping[str, int]
+    dra: Mapping[str, int]
+    dra_requests: tuple[DeviceRequest, ...] = ()
+    mappings: tuple[RequestMapping, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def unschedulable(self) -> str | None:
+        return ", ".join(self.reasons) if self.reasons else None
+
+    @property
+    def needs_claim(self) -> bool:
+        """Whether a special claim must be written (upstream writes none for an empty request list)."""
+        return not self.reasons and bool(self.dra_requests)
+
+    @property
+    def device_count(self) -> int:
+        return sum(r.count for r in self.dra_requests)
+
+    def claim_requests(self) -> list[dict[str, Any]]:
+        """The claim's `spec.devices.requests`."""
+        return [r.to_api() for r in self.dra_requests]
+
+    def request_mappings(self) -> list[dict[str, str]]:
+        """The pod's `status.extendedResourceClaimStatus.requestMappings`."""
+        return [m.to_api() for m in self.mappings]
+
+
+# --------------------------------------------------------------------------- request building
+
+
+@dataclass(frozen=True)
+class _Container:
+    index: int  # position in initContainers + containers
+    name: str
+    long_lived: bool  # regular container or sidecar
+    requests: Mapping[str, Quantity]
+    sorted_names: tuple[str, ...]  # all request names, sorted: the j in container-<i>-request-<j>
+
+
+def _containers(pod: Mapping[str, Any]) -> tuple[_Container, ...]:
+    spec = pod.get("spec") or {}
+    inits = list(spec.get("initContainers") or ())
+    out: list[_Container] = []
+    for i, c in enumerate(inits + list(spec.get("containers") or ())):
+        reqs = container_requests(c)
+        long_lived = i >= len(inits) or is_sidecar(c)
+        out.append(_Container(i, str(c.get("name", "")), long_lived, reqs, tuple(sorted(reqs))))
+    return tuple(out)
+
+
+def _request_for(
+    c: _Container, resource: str, class_name: str, reusable: Sequence[DeviceRequest | None]
+) -> tuple[DeviceRequest | None, list[RequestMapping]]:
+    """`createResourceRequestAndMappings`: reuse `reusable` in order until the container's
+    quantity is covered, else add an own request for the rest."""
+    q = c.requests.get(resource)
+    if q is None:
+        return None, []
+    wanted = as_int64(q)
+    # Upstream skips non-int64 and zero quantities; negative ones cannot pass API validation.
+    if wanted is None or wanted <= 0:
+        return None, []
+    mappings: list[RequestMapping] = []
+    covered = 0
+    for r in reusable:
+        if r is None:
+            continue
+        covered += r.count
+        mappings.append(RequestMapping(c.name, resource, r.name))
+        if covered >= wanted:
+            return None, mappings
+    name = f"container-{c.index}-request-{c.sorted_names.index(resource)}"
+    mappings.append(RequestMapping(c.name, resource, name))
+    return DeviceRequest(name, class_name, wanted - covered), mappings
+
+
+def _build(
+    containers: Sequence[_Container], resources: Iterable[str], mapping: ExtendedResourceMapping
+) -> tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]:
+    requests: list[DeviceRequest] = []
+    mappings: list[RequestMapping] = []
+    for resource in sorted(set(resources)):
+        resolved = mapping.lookup(resource)
+        if resolved is None:
+            continue
+        # KEP-5004 requests name exactly one class; prioritised override lists are a later step.
+        class_name = resolved.class_name
+
+        # Long-lived containers run together: each gets its own full request.
+        long_requests: list[DeviceRequest | None] = [None] * len(containers)
+        long_mappings: list[RequestMapping] = []
+        for c in containers:
+            if c.long_lived:
+                req, maps = _request_for(c, resource, class_name, ())
+                long_requests[c.index] = req
+                long_mappings.extend(maps)
+
+        # An init container runs before everything at a later index has started, so it may borrow
+        # those devices; of the extra requests init containers still need, only the largest is kept
+        # (they run one after another), and every init container is pointed at it.
+        largest: DeviceRequest | None = None
+        short_names: set[str] = set()
+        short_mappings: list[RequestMapping] = []
+        for c in containers:
+            if c.long_lived:
+                continue
+            req, maps = _request_for(c, resource, class_name, long_requests[c.index :])
+            if req is not None:
+                short_names.add(req.name)
+                if largest is None or largest.count < req.count:
+                    largest = req
+            short_mappings.extend(maps)
+        if largest is not None and len(short_names) > 1:
+            short_names.discard(largest.name)
+            short_mappings = [
+                replace(m, request_name=largest.name) if m.request_name in short_names else m for m in short_mappings
+            ]
+
+        if largest is not None:
+            requests.append(largest)
+        requests.extend(r for r in long_requests if r is not None)
+        mappings.extend(long_mappings)
+        mappings.extend(short_mappings)
+
+    requests.sort(key=lambda r: r.name)
+    return tuple(requests), tuple(mappings)
+
+
+def create_requests_and_mappings(
+    pod: Mapping[str, Any], dra_resources: Iterable[str], mapping: ExtendedResourceMapping
+) -> tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]:
+    """Device requests (sorted by name) and request mappings for the resources served by DRA.
+
+    Resources that do not resolve through `mapping` are skipped, as upstream does.
+    """
+    return _build(_containers(pod), dra_resources, mapping)
+
+
+# --------------------------------------------------------------------------- per node
+
+
+@dataclass(frozen=True, eq=False)
+class PodExtendedResources:
+    """Node-independent part of the decision for one pod, built by `prepare_pod`."""
+
+    candidates: Mapping[str, int]
+    """Pod-level count of every DRA-capable extended resource name with a non-zero request."""
+    mapping: ExtendedResourceMapping
+    _containers: tuple[_Container, ...]
+    _memo: dict[frozenset[str], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    @property
+    def uses_dra(self) -> bool:
+        """Some requested resource resolves to a class (upstream `hasDeviceClassMappedExtendedResource`)."""
+        return any(name in self.mapping for name in self.candidates)
+
+    def for_node(self, node: Mapping[str, Any]) -> NodeRequests:
+        return self.for_allocatable((node.get("status") or {}).get("allocatable") or {})
+
+    def for_allocatable(self, allocatable: Mapping[str, Quantity]) -> NodeRequests:
+        """Classify per resource (device-plugin precedence), then build the claim for the DRA part.
+
+        * mapped and allocatable 0 or absent -> DRA;
+        * allocatable > 0 -> device plugin (even if mapped: a node never mixes both for one name);
+        * otherwise -> "Insufficient <name>", as NodeResourcesFit reports it (it runs first).
+        """
+        device_plugin: dict[str, int] = {}
+        dra: dict[str, int] = {}
+        reasons: list[str] = []
+        for name in sorted(self.candidates):
+            count = self.candidates[name]
+            raw = allocatable.get(name)
+            alloc = 0 if raw is None else value(raw)
+            if alloc == 0 and name in self.mapping:
+                dra[name] = count
+            elif alloc > 0:
+                device_plugin[name] = count
+            else:
+                # Upstream: absent -> DynamicResources "cannot fit resource"; present but 0 -> the
+                # device-plugin path fails NodeResourcesFit. Both surface as this reason.
+                reasons.append(f"Insufficient {name}")
+        dp, dr = MappingProxyType(device_plugin), MappingProxyType(dra)
+        if reasons:
+            return NodeRequests(dp, dr, reasons=tuple(reasons))
+
+        key = frozenset(dra)
+        built = self._memo.get(key)
+        if built is None:
+            built = _build(self._containers, key, self.mapping)
+            self._memo[key] = built
+        requests, mappings = built
+        if len(requests) > DEVICE_REQUESTS_MAX_SIZE:
+            reason = (
+                f"extended resource claim needs {len(requests)} device requests, "
+                f"more than the {DEVICE_REQUESTS_MAX_SIZE} allowed in one claim"
+            )
+            return NodeRequests(dp, dr, reasons=(reason,))
+        devices = sum(r.count for r in requests)
+        if devices > ALLOCATION_RESULTS_MAX_SIZE:
+            reason = (
+                f"extended resource claim needs {devices} devices, "
+                f"more than the {ALLOCATION_RESULTS_MAX_SIZE} allowed in one claim"
+            )
+            return NodeRequests(dp, dr, reasons=(reason,))
+        return NodeRequests(dp, dr, requests, mappings)
+
+
+def prepare_pod(
+    pod: Mapping[str, Any], mapping: ExtendedResourceMapping, *, requests: Mapping[str, Decimal] | None = None
+) -> PodExtendedResources:
+    """Parse the pod once. `requests` may pass an already computed `pod_requests(pod)`."""
+    reqs = pod_requests(pod) if requests is None else requests
+    candidates: dict[str, int] = {}
+    for name, q in reqs.items():
+        if not is_dra_extended_resource_name(name):
+            continue
+        count = value(q)  # the scheduler's scalar resources round up
+        if count != 0:
+            candidates[name] = count
+    return PodExtendedResources(MappingProxyType(candidates), mapping, _containers(pod))
+
+
+def node_requests(pod: Mapping[str, Any], node: Mapping[str, Any], mapping: ExtendedResourceMapping) -> NodeRequests:
+    """One-shot `prepare_pod(pod, mapping).for_node(node)`."""
+    return prepare_pod(pod, mapping).for_node(node)
