@@ -7,6 +7,7 @@ for want of a control plane: if it cannot be built or started, they error.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import secrets
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from draxr.app import Operator, connect
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import NAMESPACES, Kube
+from draxr.settings import Settings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -90,3 +93,27 @@ async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
     await fakedriver.apply(kube, objs)
     yield f
     await fakedriver.delete(kube, objs)
+
+
+@pytest.fixture(scope="session")
+async def operator(control_plane: ControlPlane) -> AsyncIterator[Operator]:
+    """draxr running embedded in the test process with the admin identity (scheduler name "draxr")."""
+    settings = Settings(
+        kubeconfig=str(control_plane.kubeconfig),
+        metrics_port=0,
+        health_port=0,
+        backoff_initial_seconds=0.2,
+        backoff_max_seconds=5,
+        unschedulable_flush_seconds=10,
+        release_sweep_seconds=5,
+        log_format="console",
+    )
+    kube, cfg = await connect(settings)
+    op = Operator(settings, kube, cfg)
+    stop = asyncio.Event()
+    task = asyncio.create_task(op.run(stop))
+    await asyncio.wait_for(op.synced.wait(), 60)
+    yield op
+    stop.set()
+    await asyncio.wait_for(task, 60)
+    await kube.close()

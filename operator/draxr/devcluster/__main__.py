@@ -91,6 +91,12 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return asyncio.run(demo.run(args.dir / "admin.kubeconfig", args.scheduler_name))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m draxr.devcluster", description=__doc__)
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="run directory (default: %(default)s)")
@@ -125,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     fleet_args(fl, nodes=3)
     fl.add_argument("--no-wait", action="store_true")
     fl.set_defaults(func=cmd_fleet)
+    dm = sub.add_parser("demo", help="submit the demo Job and follow it (needs draxr running)")
+    dm.add_argument("--scheduler-name", default="draxr")
+    dm.set_defaults(func=cmd_demo)
 
     args = p.parse_args(argv)
     return int(args.func(args))

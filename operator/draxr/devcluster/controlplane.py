@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -144,6 +145,8 @@ class ControlPlane:
 
     def _start(self, timeout: float) -> None:
         t0 = time.monotonic()
+        # A fresh cluster every time: stale etcd data would bring back old objects and leases.
+        shutil.rmtree(self.run_dir / "etcd-data", ignore_errors=True)
         make_pki(self.run_dir / "pki", CLIENTS)
         self.ports = {k: free_port() for k in ("etcd", "etcd_peer", "api", "kcm", "scheduler", "kwok")}
         for client in CLIENTS:

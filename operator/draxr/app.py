@@ -1,0 +1,211 @@
+"""The operator process: initial sync, kopf watches, the scheduling loop and the claim releaser."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Collection, Iterator
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client, config
+from prometheus_client import start_http_server
+
+from draxr import logs
+from draxr.core import gc
+from draxr.core.state import ClusterState
+from draxr.events import Recorder
+from draxr.handlers import Sink, build_registry
+from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+from draxr.scheduler import Scheduler
+from draxr.settings import Settings
+
+log = logs.get("draxr.app")
+
+
+async def connect(settings: Settings) -> tuple[Kube, client.Configuration]:
+    cfg = client.Configuration()
+    if settings.kubeconfig:
+        await config.load_kube_config(config_file=settings.kubeconfig, client_configuration=cfg)
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return Kube(client.ApiClient(cfg)), cfg
+
+
+def kopf_login(cfg: client.Configuration) -> Any:
+    """kopf authenticates with exactly what our own client uses (kubeconfig or in-cluster)."""
+
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        api_key: dict[str, Any] = cfg.api_key or {}
+        bearer = str(api_key.get("BearerToken") or "")
+        scheme, _sep, value = bearer.partition(" ")
+        return kopf.ConnectionInfo(
+            server=str(cfg.host),
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            scheme=scheme or None,
+            token=value or None,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+        )
+
+    return login
+
+
+class Operator(Sink):
+    def __init__(self, settings: Settings, kube: Kube, cfg: client.Configuration) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.cfg = cfg
+        self.state = ClusterState()
+        self.recorder = Recorder(kube, settings.scheduler_name)
+        self.scheduler = Scheduler(kube, self.state, settings, self.recorder)
+        self.releaser = self.scheduler.releaser
+        self.synced = asyncio.Event()
+        self._release_wake = asyncio.Event()
+
+    # ---- Sink: called by the kopf handlers ------------------------------------------------------
+    def pod_upserted(self, pod: dict[str, Any]) -> None:
+        old = self.state.pods.get(pod["metadata"]["uid"])
+        info = self.state.upsert_pod(pod)
+        self.scheduler.pod_changed(info, old)
+        if info.terminal and info.uid in self.state.special_claims:
+            self._release_wake.set()
+        self.scheduler.cluster_changed()
+
+    def pod_deleted(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        self.state.remove_pod(uid)
+        self.scheduler.pod_deleted(uid)
+        if uid in self.state.special_claims:
+            self._release_wake.set()
+        self.scheduler.cluster_changed()
+
+    def claim_upserted(self, claim: dict[str, Any]) -> None:
+        self.state.upsert_claim(claim)
+        self.scheduler.cluster_changed()
+
+    def claim_deleted(self, claim: dict[str, Any]) -> None:
+        self.state.remove_claim(claim["metadata"]["namespace"], claim["metadata"]["name"])
+        self.scheduler.cluster_changed()
+
+    def cluster_changed(self) -> None:
+        self.scheduler.cluster_changed()
+
+    # ---- start-up ---------------------------------------------------------------------------------
+    async def initial_sync(self) -> None:
+        """List everything once so that decisions (and orphan detection) start from a full view;
+        kopf's watches keep it current afterwards."""
+        nodes, slices, classes, claims, pods = await asyncio.gather(
+            self.kube.list(NODES, limit=500),
+            self.kube.list(RESOURCE_SLICES, limit=500),
+            self.kube.list(DEVICE_CLASSES, limit=500),
+            self.kube.list(RESOURCE_CLAIMS, limit=500),
+            self.kube.list(PODS, limit=500),
+        )
+        for n in nodes:
+            self.state.upsert_node(n)
+        for s in slices:
+            self.state.upsert_slice(s)
+        for c in classes:
+            self.state.upsert_class(c)
+        for c in claims:
+            self.state.upsert_claim(c)
+        for p in pods:
+            self.pod_upserted(p)
+        log.info(
+            "initial sync done",
+            nodes=len(nodes),
+            slices=len(slices),
+            classes=len(classes),
+            claims=len(claims),
+            pods=len(pods),
+        )
+        self.synced.set()
+
+    async def roll_back_stale_claims(self) -> int:
+        actions = gc.claims_to_roll_back(self.state, self.settings.scheduler_name, self.scheduler.queue.in_flight())
+        return await self.releaser.run_all(actions, "rollback")
+
+    async def release_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._release_wake.wait(), self.settings.release_sweep_seconds)
+            self._release_wake.clear()
+            await self.releaser.run_all(gc.claims_to_release(self.state), "release")
+            await self.roll_back_stale_claims()
+
+    # ---- run ----------------------------------------------------------------------------------------
+    def kopf_settings(self) -> kopf.OperatorSettings:
+        s = kopf.OperatorSettings()
+        s.posting.enabled = False
+        s.watching.server_timeout = 600
+        s.watching.client_timeout = 660
+        s.watching.connect_timeout = 60
+        s.watching.chunk_size = 500
+        s.networking.request_timeout = 120
+        return s
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.initial_sync()
+        await self.roll_back_stale_claims()
+        if self.settings.metrics_port:
+            start_http_server(self.settings.metrics_port, addr=self.settings.bind_address)
+        liveness = (
+            f"http://{self.settings.bind_address}:{self.settings.health_port}/healthz"
+            if self.settings.health_port
+            else None
+        )
+        registry = build_registry(self, kopf_login(self.cfg))
+        kopf_tasks = await kopf.spawn_tasks(
+            registry=registry,
+            settings=self.kopf_settings(),
+            standalone=True,
+            clusterwide=True,
+            stop_flag=stop,
+            liveness_endpoint=liveness,
+        )
+        tasks = [
+            asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=_NotKopfTasks()), name="kopf"),
+            asyncio.create_task(self.scheduler.run(), name="scheduler"),
+            asyncio.create_task(self.release_loop(), name="releaser"),
+        ]
+        log.info("draxr running", scheduler_name=self.settings.scheduler_name)
+        try:
+            await stop.wait()
+        finally:
+            for t in tasks[1:]:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.scheduler.drain()
+
+
+class _NotKopfTasks(Collection["asyncio.Task[Any]"]):
+    """kopf.operator() cancels, on exit, every task of the loop it did not see at start-up (our
+    bindings, a test's tasks). Passed as run_tasks' ``ignored``, this limits that to kopf's own."""
+
+    def __contains__(self, task: object) -> bool:
+        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+        filename = getattr(getattr(coro, "cr_code", None), "co_filename", "")
+        return f"{os.sep}kopf{os.sep}" not in filename
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+async def main(settings: Settings) -> None:
+    logs.configure(settings.log_level, settings.log_format)
+    kube, cfg = await connect(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await Operator(settings, kube, cfg).run(stop)
+    finally:
+        await kube.close()

@@ -1,0 +1,146 @@
+"""The write path for one decision: claim (with finalizer) -> claim status -> pod status -> binding.
+
+Four writes per pod that needs devices, one (the binding) for a pod that needs none. Any failure
+rolls back what was written (finalizer off, claim deleted) and hands the pod back for a retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from draxr import logs, metrics
+from draxr.core import claims as shape
+from draxr.core.placement import Decision
+from draxr.core.state import ClusterState, PodInfo
+from draxr.events import Recorder
+from draxr.kube import MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube
+from draxr.releaser import drop_finalizer_and_delete
+
+log = logs.get("draxr.binder")
+_CONFLICT_RETRIES = 5
+
+
+def assumed_claim_key(pod_uid: str) -> str:
+    return f"<assumed>/{pod_uid}"
+
+
+class BindingFailed(Exception):
+    def __init__(self, step: str, message: str, *, pod_gone: bool = False) -> None:
+        super().__init__(f"{step}: {message}")
+        self.step = step
+        self.pod_gone = pod_gone
+
+
+@dataclass
+class Binder:
+    kube: Kube
+    state: ClusterState
+    recorder: Recorder
+
+    async def bind(self, pod: PodInfo, decision: Decision) -> None:
+        """Raises BindingFailed after rolling back; the caller requeues the pod."""
+        t0 = time.monotonic()
+        claim: dict[str, Any] | None = None
+        try:
+            if decision.needs_claim:
+                assert decision.allocation is not None
+                claim = await self._create_claim(pod, decision)
+                claim = await self._write_allocation(pod, claim, decision.allocation)
+                await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
+            await self._bind(pod, decision.node)
+        except BindingFailed as failure:
+            if claim is not None:
+                await self._roll_back(pod, claim)
+            raise failure
+        finally:
+            self.state.forget_allocation(assumed_claim_key(pod.uid))
+        metrics.BINDING_SECONDS.observe(time.monotonic() - t0)
+        _observe_scheduling_latency(pod)
+        note = f"Successfully assigned {pod.key} to {decision.node}"
+        if claim is not None:
+            devices = [r["device"] for r in decision.allocation["devices"]["results"]] if decision.allocation else []
+            note += f" with ResourceClaim {claim['metadata']['name']} ({', '.join(devices)})"
+        await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note)
+        log.info("pod bound", pod=pod.key, node=decision.node, claim=claim["metadata"]["name"] if claim else None)
+
+    async def _create_claim(self, pod: PodInfo, decision: Decision) -> dict[str, Any]:
+        body = shape.special_claim(pod.raw, [r.to_api() for r in decision.requests])
+        try:
+            created = await self.kube.create(RESOURCE_CLAIMS, body, pod.namespace)
+        except ApiException as e:
+            metrics.RESOURCECLAIM_CREATES.labels(status="failure").inc()
+            raise BindingFailed("create claim", _api_message(e), pod_gone=e.status == 404) from e
+        metrics.RESOURCECLAIM_CREATES.labels(status="success").inc()
+        self.state.upsert_claim(created)
+        return created
+
+    async def _write_allocation(self, pod: PodInfo, claim: dict[str, Any], allocation: Any) -> dict[str, Any]:
+        status = shape.allocated_status(pod.raw, allocation, datetime.now(UTC))
+        current = claim
+        for _ in range(_CONFLICT_RETRIES):
+            try:
+                written = await self.kube.replace(
+                    RESOURCE_CLAIMS, {**current, "status": status}, pod.namespace, subresource="status"
+                )
+            except ApiException as e:
+                if e.status != 409:
+                    raise BindingFailed("write claim allocation", _api_message(e)) from e
+                try:
+                    current = await self.kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], pod.namespace)
+                except ApiException as e2:
+                    raise BindingFailed("write claim allocation", _api_message(e2)) from e2
+                if current["metadata"].get("deletionTimestamp"):
+                    raise BindingFailed("write claim allocation", "claim got deleted in the meantime") from e
+                if (current.get("status") or {}).get("allocation"):
+                    raise BindingFailed("write claim allocation", "claim got allocated elsewhere") from e
+                continue
+            self.state.upsert_claim(written)
+            return written
+        raise BindingFailed("write claim allocation", "too many conflicts")
+
+    async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
+        patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
+        try:
+            await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH)
+        except ApiException as e:
+            raise BindingFailed("write pod status", _api_message(e), pod_gone=e.status == 404) from e
+
+    async def _bind(self, pod: PodInfo, node: str) -> None:
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self.kube.create(PODS, binding, pod.namespace, name=pod.name, subresource="binding")
+        except ApiException as e:
+            raise BindingFailed("bind", _api_message(e), pod_gone=e.status in (404, 409)) from e
+
+    async def _roll_back(self, pod: PodInfo, claim: dict[str, Any]) -> None:
+        try:
+            await drop_finalizer_and_delete(self.kube, claim)
+        except ApiException as e:
+            # The stale-claim sweep deletes it later; the claim never counts as ours to reuse.
+            log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=_api_message(e))
+            return
+        self.state.remove_claim(pod.namespace, claim["metadata"]["name"])
+
+
+def _api_message(e: ApiException) -> str:
+    try:
+        return str(json.loads(e.body or "{}").get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return f"{e.status} {e.reason}"
+
+
+def _observe_scheduling_latency(pod: PodInfo) -> None:
+    try:
+        created = datetime.fromisoformat(pod.created)
+    except ValueError:
+        return
+    metrics.POD_SCHEDULING_SECONDS.observe(max(0.0, (datetime.now(UTC) - created).total_seconds()))

@@ -1,0 +1,154 @@
+"""Long-lived view of ResourceSlices and DeviceClasses plus the caches that make allocation cheap.
+
+The shell feeds watch events in (`upsert_slice`, `remove_slice`, `upsert_class`, ...). Parsed
+slices, the pools gathered per node and the (class, device) selector matches survive across pods
+and are invalidated precisely:
+* pools per node: by the revision of that node's slices, of slices without nodeName, of the node
+  labels, and (only for pools that needed the full-pool scan) of all slices;
+* class-selector matches: keyed by the class's and the slice's (uid, resourceVersion), so a new
+  version of either simply misses the cache. Objects without resourceVersion are never cached.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from draxr.core.allocator.features import Features
+from draxr.core.allocator.model import SliceInfo, parse_slice
+from draxr.core.allocator.pools import Pool, gather_pools_ex
+from draxr.core.allocator.requests import ClassInfo, parse_class
+
+__all__ = ["Inventory"]
+
+# Selector outcome: True / False, or (message, kind) of the error it raised.
+MatchOutcome = bool | tuple[str, str]
+
+
+@dataclass(slots=True)
+class _PoolsEntry:
+    labels: dict[str, str]
+    node_rev: int
+    shared_rev: int
+    global_rev: int | None  # None: did not depend on slices of other nodes
+    features: Features
+    pools: list[Pool]
+
+
+class Inventory:
+    def __init__(self, slices: Iterable[Mapping[str, Any]] = (), classes: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._ids = itertools.count()
+        self._slices: dict[int, SliceInfo] = {}  # insertion order = "informer order"
+        self._by_name: dict[str, int] = {}
+        self._node_index: dict[str, dict[int, SliceInfo]] = {}
+        self._shared_index: dict[int, SliceInfo] = {}
+        self._node_rev: dict[str, int] = {}
+        self._shared_rev = 0
+        self.revision = 0
+        self._classes: dict[str, ClassInfo] = {}
+        self.class_revision = 0
+        self._pools: dict[str, _PoolsEntry] = {}
+        self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
+        # (node, class key) -> (pools the entry was computed for, features, matching devices or None).
+        self.class_candidates: dict[
+            tuple[str, tuple[str, str]], tuple[list[Pool], Features, tuple[tuple[str, str, str], ...] | None]
+        ] = {}
+        for s in slices:
+            # A plain list may contain the same name twice (upstream treats them as two slices).
+            self._add(parse_slice(s))
+        for c in classes:
+            self.upsert_class(c)
+
+    # -- slices -------------------------------------------------------------------------------
+
+    def _add(self, info: SliceInfo) -> int:
+        sid = next(self._ids)
+        self._slices[sid] = info
+        self._by_name[info.name] = sid
+        self._index(sid, info, +1)
+        return sid
+
+    def _index(self, sid: int, info: SliceInfo, sign: int) -> None:
+        if info.node_name:
+            bucket = self._node_index.setdefault(info.node_name, {})
+            if sign > 0:
+                bucket[sid] = info
+            else:
+                bucket.pop(sid, None)
+            self._node_rev[info.node_name] = self._node_rev.get(info.node_name, 0) + 1
+        else:
+            if sign > 0:
+                self._shared_index[sid] = info
+            else:
+                self._shared_index.pop(sid, None)
+            self._shared_rev += 1
+        self.revision += 1
+
+    def upsert_slice(self, raw: Mapping[str, Any]) -> None:
+        info = parse_slice(raw)
+        sid = self._by_name.get(info.name)
+        if sid is None:
+            self._add(info)
+            return
+        old = self._slices[sid]
+        self._index(sid, old, -1)
+        self._slices[sid] = info  # keeps its position, like an informer update
+        self._index(sid, info, +1)
+
+    def remove_slice(self, name: str) -> None:
+        sid = self._by_name.pop(name, None)
+        if sid is None:
+            return
+        old = self._slices.pop(sid)
+        self._index(sid, old, -1)
+
+    @property
+    def all_slices(self) -> list[SliceInfo]:
+        return list(self._slices.values())
+
+    def slices_for_node(self, node_name: str) -> list[SliceInfo]:
+        """Upstream: slicesOnNode[node] followed by every slice without nodeName."""
+        own = self._node_index.get(node_name)
+        return [*(own.values() if own else ()), *self._shared_index.values()]
+
+    # -- classes ------------------------------------------------------------------------------
+
+    def upsert_class(self, raw: Mapping[str, Any]) -> None:
+        info = parse_class(raw)
+        self._classes[info.name] = info
+        self.class_revision += 1
+
+    def remove_class(self, name: str) -> None:
+        if self._classes.pop(name, None) is not None:
+            self.class_revision += 1
+
+    def get_class(self, name: str) -> ClassInfo | None:
+        return self._classes.get(name)
+
+    # -- pools --------------------------------------------------------------------------------
+
+    def pools_for_node(self, node: Mapping[str, Any], features: Features) -> list[Pool]:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        labels = meta.get("labels") or {}
+        entry = self._pools.get(name)
+        node_rev, shared_rev = self._node_rev.get(name, 0), self._shared_rev
+        if (
+            entry is not None
+            and entry.node_rev == node_rev
+            and entry.shared_rev == shared_rev
+            and (entry.global_rev is None or entry.global_rev == self.revision)
+            and entry.features == features
+            and entry.labels == labels
+        ):
+            return entry.pools
+        pools, used_all = gather_pools_ex(self.slices_for_node(name), node, features, self.all_slices)
+        self._pools[name] = _PoolsEntry(
+            dict(labels), node_rev, shared_rev, self.revision if used_all else None, features, pools
+        )
+        return pools
+
+    def forget_node(self, name: str) -> None:
+        self._pools.pop(name, None)

@@ -1,0 +1,109 @@
+"""Kubernetes Events and the PodScheduled condition, written like kube-scheduler writes them."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from draxr import logs
+from draxr.core.claims import rfc3339
+from draxr.core.state import PodInfo
+from draxr.kube import EVENTS, MERGE_PATCH, PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
+
+log = logs.get("draxr.events")
+
+
+def _micro(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Series:
+    name: str
+    note: str
+    count: int
+
+
+class Recorder:
+    """Posts events.k8s.io/v1 Events. A repeated FailedScheduling with the same note updates the
+    existing Event's series instead of creating a new one (like the client-go event broadcaster)."""
+
+    def __init__(self, kube: Kube, controller: str) -> None:
+        self.kube = kube
+        self.controller = controller
+        self.instance = f"{controller}-{os.environ.get('POD_NAME') or socket.gethostname()}"
+        self._last: dict[tuple[str, str], _Series] = {}
+
+    async def pod_event(self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False) -> None:
+        now = datetime.now(UTC)
+        key = (pod.uid, reason)
+        last = self._last.get(key)
+        try:
+            if last is not None and last.note == note:
+                last.count += 1
+                patch = {"series": {"count": last.count, "lastObservedTime": _micro(now)}}
+                await self.kube.patch(EVENTS, last.name, patch, pod.namespace, content_type=MERGE_PATCH)
+                return
+            name = f"{pod.name}.{secrets.token_hex(8)}"
+            await self.kube.create(EVENTS, self._event(pod, name, reason, action, note, warning, now), pod.namespace)
+            self._last[key] = _Series(name, note, 1)
+        except ApiException as e:
+            log.warning("event not recorded", pod=pod.key, reason=reason, status=e.status, error=e.reason)
+
+    def forget(self, pod_uid: str) -> None:
+        for key in [k for k in self._last if k[0] == pod_uid]:
+            del self._last[key]
+
+    def _event(
+        self, pod: PodInfo, name: str, reason: str, action: str, note: str, warning: bool, now: datetime
+    ) -> dict[str, Any]:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": pod.namespace},
+            "eventTime": _micro(now),
+            "reportingController": self.controller,
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            "type": "Warning" if warning else "Normal",
+            "note": note[:1024],
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+        }
+
+
+async def set_unschedulable(kube: Kube, pod: PodInfo, message: str) -> None:
+    """PodScheduled=False/Unschedulable, written only when it changes (no write per retry)."""
+    want = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
+        if all(cond.get(k) == v for k, v in want.items()):
+            return
+    patch = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(datetime.now(UTC)),
+                }
+            ]
+        }
+    }
+    try:
+        await kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=STRATEGIC_MERGE_PATCH)
+    except ApiException as e:
+        if e.status != 404:
+            log.warning("pod condition not written", pod=pod.key, status=e.status, error=e.reason)

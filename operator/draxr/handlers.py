@@ -1,0 +1,74 @@
+"""kopf wiring: watch events -> ClusterState (+ queue nudges). Nothing is written by kopf: Pods are
+watched with on.event only (no change handlers, timers, daemons or indexes, which would annotate or
+finalize every pod, or gate on an O(N²) index)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from draxr import logs
+from draxr.core.state import ClusterState
+
+log = logs.get("draxr.handlers")
+
+
+class Sink:
+    """What the handlers call into; the operator implements it."""
+
+    state: ClusterState
+
+    def pod_upserted(self, pod: dict[str, Any]) -> None: ...
+    def pod_deleted(self, pod: dict[str, Any]) -> None: ...
+    def claim_upserted(self, claim: dict[str, Any]) -> None: ...
+    def claim_deleted(self, claim: dict[str, Any]) -> None: ...
+    def cluster_changed(self) -> None: ...
+
+
+def build_registry(sink: Sink, login: Callable[..., Any]) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(login)
+
+    def deleted(event: dict[str, Any]) -> bool:
+        return event.get("type") == "DELETED"
+
+    @kopf.on.event("v1", "pods", registry=registry)  # type: ignore[arg-type]
+    async def pods(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        sink.pod_deleted(obj) if deleted(event) else sink.pod_upserted(obj)
+
+    @kopf.on.event("v1", "nodes", registry=registry)  # type: ignore[arg-type]
+    async def nodes(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        if deleted(event):
+            sink.state.remove_node(obj["metadata"]["name"])
+        else:
+            sink.state.upsert_node(obj)
+        sink.cluster_changed()
+
+    @kopf.on.event("resource.k8s.io", "v1", "resourceslices", registry=registry)  # type: ignore[arg-type]
+    async def slices(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        if deleted(event):
+            sink.state.remove_slice(obj["metadata"]["name"])
+        else:
+            sink.state.upsert_slice(obj)
+        sink.cluster_changed()
+
+    @kopf.on.event("resource.k8s.io", "v1", "deviceclasses", registry=registry)  # type: ignore[arg-type]
+    async def classes(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        if deleted(event):
+            sink.state.remove_class(obj["metadata"]["name"])
+        else:
+            sink.state.upsert_class(obj)
+        sink.cluster_changed()
+
+    @kopf.on.event("resource.k8s.io", "v1", "resourceclaims", registry=registry)  # type: ignore[arg-type]
+    async def claims(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        sink.claim_deleted(obj) if deleted(event) else sink.claim_upserted(obj)
+
+    return registry

@@ -1,0 +1,187 @@
+"""The scheduling loop: one pod at a time against the in-memory state, decisions assumed at once,
+bindings written concurrently (bounded)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from draxr import logs, metrics
+from draxr.binder import Binder, BindingFailed, assumed_claim_key
+from draxr.core.allocator import DEFAULT_FEATURES, Features
+from draxr.core.gc import ClaimAction
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.state import ClusterState, PodInfo
+from draxr.events import Recorder, set_unschedulable
+from draxr.kube import Kube
+from draxr.queue import SchedulingQueue
+from draxr.releaser import Releaser
+from draxr.settings import Settings
+
+log = logs.get("draxr.scheduler")
+
+
+def wants_us(pod: PodInfo, scheduler_name: str) -> bool:
+    """Ours to schedule: our scheduler name, unbound, alive, and no scheduling gates left."""
+    gated = bool((pod.raw.get("spec") or {}).get("schedulingGates"))
+    return pod.scheduler_name == scheduler_name and not (pod.node_name or pod.terminal or pod.deleting or gated)
+
+
+def _scheduling_input(pod: PodInfo) -> tuple[Any, ...]:
+    """What a pod update must change to deserve an immediate retry (status-only updates, such as
+    our own PodScheduled condition, do not)."""
+    meta = pod.raw.get("metadata") or {}
+    return (pod.raw.get("spec"), meta.get("labels"), meta.get("annotations"))
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kube: Kube,
+        state: ClusterState,
+        settings: Settings,
+        recorder: Recorder,
+        features: Features = DEFAULT_FEATURES,
+    ) -> None:
+        self.kube = kube
+        self.state = state
+        self.settings = settings
+        self.recorder = recorder
+        self.features = features
+        self.queue = SchedulingQueue(
+            settings.backoff_initial_seconds, settings.backoff_max_seconds, settings.unschedulable_flush_seconds
+        )
+        self.binder = Binder(kube, state, recorder)
+        self.releaser = Releaser(kube, state)
+        self._bind_slots = asyncio.Semaphore(settings.bind_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._start = 0
+
+    # ---- fed by the watch handlers ---------------------------------------------------------------
+    def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
+        if wants_us(pod, self.settings.scheduler_name):
+            if pod.uid in self.queue.in_flight():
+                return
+            fresh = old is None or not wants_us(old, self.settings.scheduler_name) or not self.queue.known(pod.uid)
+            if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
+                self.queue.add(pod.uid, pod.priority, pod.created)
+        elif pod.uid not in self.queue.in_flight():
+            self.queue.remove(pod.uid)
+
+    def pod_deleted(self, uid: str) -> None:
+        self.queue.remove(uid)
+        self.recorder.forget(uid)
+
+    def cluster_changed(self) -> None:
+        self.queue.cluster_changed()
+
+    # ---- the loop ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            uid = await self.queue.pop(lambda: self.state.generation)
+            self._publish_queue_depth()
+            pod = self.state.pods.get(uid)
+            if pod is None or not wants_us(pod, self.settings.scheduler_name):
+                self.queue.done(uid)
+                continue
+            self.cycle(pod)
+
+    def cycle(self, pod: PodInfo) -> None:
+        t0 = time.monotonic()
+        generation = self.state.generation
+        if self.state.special_claims.get(pod.uid):
+            # A claim of an earlier attempt: never reused (as upstream); roll it back, then retry.
+            self.queue.failed(pod.uid, generation, unschedulable=False)
+            self._spawn(self._roll_back_stale(pod))
+            return
+        try:
+            result = schedule(
+                pod,
+                self.state,
+                features=self.features,
+                scoring=self.settings.scoring,
+                start=self._start,
+                percentage_of_nodes=self.settings.percentage_of_nodes_to_score,
+            )
+        except Exception:  # a bug must not stop scheduling of every other pod
+            log.exception("scheduling cycle failed", pod=pod.key)
+            metrics.SCHEDULE_ATTEMPTS.labels(result="error").inc()
+            self.queue.failed(pod.uid, generation, unschedulable=False)
+            return
+        finally:
+            metrics.CYCLE_SECONDS.observe(time.monotonic() - t0)
+        if isinstance(result, Unschedulable):
+            metrics.SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
+            self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable)
+            self._spawn(self._report_unschedulable(pod, result))
+            return
+        self._start += result.nodes_evaluated
+        self.state.assume_pod(pod.uid, result.node)
+        if result.allocation is not None:
+            self.state.assume_allocation(assumed_claim_key(pod.uid), result.allocation)
+        self._spawn(self._bind(pod, result))
+
+    async def _bind(self, pod: PodInfo, decision: Decision) -> None:
+        async with self._bind_slots:
+            try:
+                await self.binder.bind(pod, decision)
+            except BindingFailed as failure:
+                metrics.SCHEDULE_ATTEMPTS.labels(result="error").inc()
+                self.state.forget_pod(pod.uid)
+                log.warning("binding failed, pod requeued", pod=pod.key, node=decision.node, error=str(failure))
+                if failure.pod_gone:
+                    self.queue.done(pod.uid)
+                else:
+                    self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
+                    await self.recorder.pod_event(
+                        pod,
+                        reason="FailedScheduling",
+                        action="Scheduling",
+                        note=f"Binding rejected: {failure}",
+                        warning=True,
+                    )
+                return
+            except Exception:
+                log.exception("binding crashed", pod=pod.key)
+                self.state.forget_pod(pod.uid)
+                self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
+                return
+        metrics.SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
+        self.queue.done(pod.uid)
+
+    async def _roll_back_stale(self, pod: PodInfo) -> None:
+        actions = [
+            ClaimAction(
+                c["metadata"]["namespace"],
+                c["metadata"]["name"],
+                pod.name,
+                pod.uid,
+                "stale claim of an earlier attempt",
+            )
+            for c in self.state.special_claims_of(pod.uid)
+        ]
+        await self.releaser.run_all(actions, "rollback")
+        self.queue.cluster_changed()
+
+    async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable) -> None:
+        log.info("pod unschedulable", pod=pod.key, reason=result.message, fatal=result.fatal_kind)
+        await set_unschedulable(self.kube, pod, result.message)
+        await self.recorder.pod_event(
+            pod, reason="FailedScheduling", action="Scheduling", note=result.message, warning=True
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _publish_queue_depth(self) -> None:
+        for queue, n in self.queue.pending().items():
+            metrics.QUEUE_PENDING.labels(queue=queue).set(n)
+
+    async def drain(self) -> None:
+        """Wait for the bindings and reports in flight (used on shutdown and in tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,27 @@
+"""Operator settings: environment variables (DRAXR_*) or `draxr run` flags."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from draxr.core.placement import Scoring
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DRAXR_", extra="ignore")
+
+    scheduler_name: str = Field("draxr", description="spec.schedulerName of the pods draxr schedules")
+    kubeconfig: str | None = Field(None, description="kubeconfig path; in-cluster configuration when unset")
+    scoring: Scoring = Field(Scoring.LEAST_ALLOCATED, description="LeastAllocated (spread) or MostAllocated (pack)")
+    percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
+    bind_concurrency: int = Field(16, ge=1, description="bindings written concurrently")
+    backoff_initial_seconds: float = Field(1.0, gt=0)
+    backoff_max_seconds: float = Field(60.0, gt=0)
+    unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")
+    release_sweep_seconds: float = Field(30.0, gt=0, description="periodic sweep for claims to release")
+    metrics_port: int = Field(8080, ge=0, description="Prometheus /metrics (0: off)")
+    health_port: int = Field(8081, ge=0, description="kopf liveness /healthz (0: off)")
+    bind_address: str = Field("0.0.0.0", description="address of the metrics and health servers")
+    log_level: str = Field("info")
+    log_format: str = Field("json", description="json or console")

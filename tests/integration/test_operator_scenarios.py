@@ -1,0 +1,137 @@
+"""Operator scenarios beyond the happy path (issue: the operator; contract §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draxr.app import Operator
+from draxr.devcluster import fakedriver
+from draxr.kube import DEVICE_CLASSES, EVENTS, PODS, RESOURCE_CLAIMS, Kube
+
+from .test_operator_basics import SCHEDULER, _bound_with_status, _claims
+from .test_platform import eventually, exact_request, pod, special_claim
+
+
+def _fleet(names: str, **kw: Any) -> fakedriver.Fleet:
+    kw.setdefault("classes", {f"{names}-gpu": f"{names}.example.com/gpu"})
+    return fakedriver.Fleet(prefix=names, driver=f"{names}.example.com", **kw)
+
+
+async def _condition(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
+    p = await kube.get(PODS, name, namespace)
+    for c in p.get("status", {}).get("conditions", []):
+        if c["type"] == "PodScheduled" and c["status"] == "False":
+            return dict(c)
+    return None
+
+
+async def test_device_plugin_node_gets_no_claim_dra_node_gets_devices(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(
+        names, dra_nodes=1, device_plugin_nodes=1, devices_per_node=4, device_plugin_resource=f"{names}.example.com/gpu"
+    )
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        dra_node, dp_node = fleet.node_names()
+        ext = f"{names}.example.com/gpu"
+        for name, node in (("on-dp", dp_node), ("on-dra", dra_node)):
+            body = pod(name, {ext: "2"}, scheduler=SCHEDULER)
+            body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            await kube.create(PODS, body, namespace)
+
+        async def dp_bound() -> dict[str, Any] | None:
+            p = await kube.get(PODS, "on-dp", namespace)
+            return p if p["spec"].get("nodeName") else None
+
+        on_dp = await eventually(dp_bound)
+        on_dra = await eventually(lambda: _bound_with_status(kube, "on-dra", namespace))
+        assert on_dp["spec"]["nodeName"] == dp_node
+        assert "extendedResourceClaimStatus" not in on_dp["status"]
+        assert on_dra["spec"]["nodeName"] == dra_node
+        [claim] = await _claims(kube, namespace)
+        assert claim["metadata"]["ownerReferences"][0]["name"] == "on-dra"
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_more_than_32_devices_is_unschedulable_with_a_clear_reason(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=4)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await kube.create(PODS, pod("huge", {f"{names}.example.com/gpu": "33"}, scheduler=SCHEDULER), namespace)
+        cond = await eventually(lambda: _condition(kube, "huge", namespace))
+        assert cond["reason"] == "Unschedulable"
+        assert "33 devices, more than the 32 allowed in one claim" in cond["message"]
+        assert not await _claims(kube, namespace)
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_invalid_cel_in_one_class_does_not_stop_other_pods(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    broken = fakedriver.device_class(
+        f"{names}-broken",
+        driver=f"{names}.example.com",
+        extended_resource_name=f"{names}.example.com/broken",
+        extra_selectors=['device.attributes["' + names + '.example.com"].doesNotExist == "x"'],
+    )
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    await kube.create(DEVICE_CLASSES, broken)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        await kube.create(PODS, pod("bad", {f"{names}.example.com/broken": "1"}, scheduler=SCHEDULER), namespace)
+        await kube.create(PODS, pod("good", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
+        await eventually(lambda: _bound_with_status(kube, "good", namespace))
+        cond = await eventually(lambda: _condition(kube, "bad", namespace))
+        assert "doesNotExist" in cond["message"]
+
+        async def warning() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in await kube.list(EVENTS, namespace)
+                if e["regarding"]["name"] == "bad" and e["reason"] == "FailedScheduling" and e["type"] == "Warning"
+            ]
+
+        events = await eventually(warning)
+        assert all("no such key: doesNotExist" in e["note"] for e in events)
+    finally:
+        await kube.delete_if_exists(DEVICE_CLASSES, f"{names}-broken")
+        await fakedriver.delete(kube, objs)
+
+
+async def test_stale_claim_of_an_earlier_attempt_is_rolled_back_not_reused(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        ext, cls = f"{names}.example.com/gpu", f"{names}-gpu"
+        # A scheduling gate holds the pod while the stale claim (as a crashed attempt leaves it) is planted.
+        body = pod("p", {ext: "1"}, scheduler=SCHEDULER)
+        body["spec"]["schedulingGates"] = [{"name": "draxr.io/test-hold"}]
+        created = await kube.create(PODS, body, namespace)
+        stale = await kube.create(
+            RESOURCE_CLAIMS, special_claim(created, [exact_request("container-0-request-0", cls, 1)]), namespace
+        )
+        await kube.patch(PODS, "p", {"spec": {"schedulingGates": None}}, namespace)
+        bound = await eventually(lambda: _bound_with_status(kube, "p", namespace))
+        used = bound["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        assert used != stale["metadata"]["name"]
+
+        async def only_used_left() -> bool:
+            return [c["metadata"]["name"] for c in await _claims(kube, namespace)] == [used]
+
+        assert await eventually(only_used_left) is True
+    finally:
+        await fakedriver.delete(kube, objs)

@@ -1,0 +1,79 @@
+"""Quantities as the allocator needs them: value, Go format, String(), Value() and MilliValue().
+
+Expected values were printed by apimachinery v0.37.2 (`resource.ParseQuantity`, then `String()`
+after an Add, `Format`, `Value()`, `MilliValue()`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import parse_quantity
+
+GO = [
+    ("1Gi", "1Gi", "BinarySI", 1073741824, 1073741824000),
+    ("1536Mi", "1536Mi", "BinarySI", 1610612736, 1610612736000),
+    ("0.5Gi", "512Mi", "BinarySI", 536870912, 536870912000),
+    ("1.5Gi", "1536Mi", "BinarySI", 1610612736, 1610612736000),
+    ("100m", "100m", "DecimalSI", 1, 100),
+    ("1000m", "1", "DecimalSI", 1, 1000),
+    ("1k", "1k", "DecimalSI", 1000, 1000000),
+    ("1000", "1k", "DecimalSI", 1000, 1000000),
+    ("1e3", "1e3", "DecimalExponent", 1000, 1000000),
+    ("1E3", "1e3", "DecimalExponent", 1000, 1000000),
+    ("1.5e3", "1500", "DecimalExponent", 1500, 1500000),
+    ("0.1", "100m", "DecimalSI", 1, 100),
+    ("1.000", "1", "DecimalSI", 1, 1000),
+    ("1024", "1024", "DecimalSI", 1024, 1024000),
+    ("1025", "1025", "DecimalSI", 1025, 1025000),
+    ("2048Ki", "2Mi", "BinarySI", 2097152, 2097152000),
+    ("1Ki", "1Ki", "BinarySI", 1024, 1024000),
+    ("0.0000000001", "1n", "DecimalSI", 1, 1),
+    ("1n", "1n", "DecimalSI", 1, 1),
+    ("1u", "1u", "DecimalSI", 1, 1),
+    ("12345678", "12345678", "DecimalSI", 12345678, 12345678000),
+    ("1e-3", "1e-3", "DecimalExponent", 1, 1),
+    ("5e2", "500", "DecimalExponent", 500, 500000),
+    ("-1Gi", "-1Gi", "BinarySI", -1073741824, -1073741824000),
+    ("-100m", "-100m", "DecimalSI", -1, -100),
+    ("1.5", "1500m", "DecimalSI", 2, 1500),
+    ("1.25k", "1250", "DecimalSI", 1250, 1250000),
+    ("1000000Gi", "1000000Gi", "BinarySI", 1073741824000000, 1073741824000000000),
+    ("8Ei", "9223372036854775807", "BinarySI", 9223372036854775807, None),
+    ("1P", "1P", "DecimalSI", 1000000000000000, 1000000000000000000),
+    ("1E", "1E", "DecimalSI", 1000000000000000000, None),
+    ("1500m", "1500m", "DecimalSI", 2, 1500),
+    ("0", "0", "DecimalSI", 0, 0),
+    ("0Ki", "0", "BinarySI", 0, 0),
+    ("3e0", "3", "DecimalExponent", 3, 3000),
+    ("2.5e-1", "250e-3", "DecimalExponent", 1, 250),
+]
+
+
+@pytest.mark.parametrize(("text", "canonical", "fmt", "value", "milli"), GO)
+def test_like_apimachinery(text: str, canonical: str, fmt: str, value: int, milli: int | None) -> None:
+    q = Qty.parse(text)
+    assert q.canonical() == canonical
+    assert q.fmt == fmt
+    assert q.int_value() == value
+    if milli is not None:
+        assert q.milli_value() == milli
+
+
+@pytest.mark.parametrize("text", ["1Gi", "100m", "1.5", "12345678", "2.5e-1"])
+def test_value_agrees_with_core_quantity(text: str) -> None:
+    assert Qty.parse(text).value == parse_quantity(text)
+
+
+def test_arithmetic_keeps_receiver_format() -> None:
+    q = Qty.parse("1Gi") + Qty.parse("512Mi")
+    assert q.canonical() == "1536Mi"
+    assert (Qty.parse("1") - Qty.parse("1")).canonical() == "0"
+    assert Qty.parse("2Gi").cmp(Qty.parse("2048Mi")) == 0
+
+
+@pytest.mark.parametrize("text", ["", "1x", "Gi", "1.2.3"])
+def test_invalid(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        Qty.parse(text)
