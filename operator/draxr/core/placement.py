@@ -8,22 +8,18 @@ kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint {gp
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features, NodeFailure, NoFit
+from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
-from draxr.core.requests import DeviceRequest, RequestMapping, prepare_pod
-from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.requests import DeviceRequest, NodeRequests, RequestMapping, prepare_pod
+from draxr.core.state import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ClusterState, NodeInfo, NodeUsage, PodInfo
 
-# Scoring pretends pods without cpu/memory requests use these (upstream DefaultMilliCPURequest /
-# DefaultMemoryRequest), so that best-effort pods still spread.
-_DEFAULT_CPU = Decimal("0.1")
-_DEFAULT_MEMORY = Decimal(200 * 1024 * 1024)
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
+_FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")
 
 
 class Scoring(StrEnum):
@@ -97,14 +93,18 @@ def _untolerated_taint(pod: PodInfo, node: NodeInfo) -> Mapping[str, Any] | None
     return None
 
 
-def _node_affinity_matches(pod: PodInfo, node: NodeInfo) -> bool:
+def _node_affinity(pod: PodInfo) -> tuple[Mapping[str, str], Mapping[str, Any] | None]:
     spec = pod.raw.get("spec") or {}
-    for k, v in (spec.get("nodeSelector") or {}).items():
-        if node.labels.get(k) != v:
-            return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
+    return spec.get("nodeSelector") or {}, required or None
+
+
+def _node_affinity_matches(selector: Mapping[str, str], required: Mapping[str, Any] | None, node: NodeInfo) -> bool:
+    for k, v in selector.items():
+        if node.labels.get(k) != v:
+            return False
     if required:
         try:
             return selector_matches(required, node.raw)
@@ -121,31 +121,41 @@ def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
     return False
 
 
-def _insufficient(pod: PodInfo, node: NodeInfo, usage: NodeUsage, dra_names: set[str]) -> list[str]:
+def _fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
+    """The pod's requests NodeResourcesFit checks against allocatable, sorted by name."""
+    return sorted(
+        (name, want)
+        for name, want in pod.units.items()
+        if name in _FIT_CHECKED or "/" in name or name.startswith("hugepages-")
+    )
+
+
+def _insufficient(
+    checked: list[tuple[str, int]], node: NodeInfo, usage: NodeUsage, dra_names: Collection[str]
+) -> list[str]:
     reasons: list[str] = []
-    if usage.pods + 1 > node.allocatable.get("pods", Decimal(0)):
+    if usage.pods >= node.allocatable.get("pods", 0):
         reasons.append("Too many pods")
-    for name, want in sorted(pod.requests.items()):
-        if want <= 0 or name in dra_names:
-            continue  # DRA-served names are checked by the allocator, not against allocatable
-        if name not in ("cpu", "memory", "ephemeral-storage") and "/" not in name and not name.startswith("hugepages-"):
-            continue
-        free = node.allocatable.get(name, Decimal(0)) - usage.requested.get(name, Decimal(0))
-        if want > free:
+    for name, want in checked:
+        # DRA-served names are checked by the allocator, not against allocatable.
+        if want > node.allocatable.get(name, 0) - usage.requested.get(name, 0) and name not in dra_names:
             reasons.append(f"Insufficient {name}")
     return reasons
 
 
-def _score(pod: PodInfo, node: NodeInfo, usage: NodeUsage, scoring: Scoring) -> float:
+def _score(cpu: int, memory: int, node: NodeInfo, usage: NodeUsage, least: bool) -> float:
+    """NodeResourcesFit LeastAllocated / MostAllocated over cpu and memory, equal weights.
+    ``cpu`` and ``memory`` are the pod's non-zero requests (upstream's defaults when unset)."""
     total = 0.0
-    for name, default in (("cpu", _DEFAULT_CPU), ("memory", _DEFAULT_MEMORY)):
-        alloc = node.allocatable.get(name, Decimal(0))
-        if alloc <= 0:
-            continue
-        req = usage.requested.get(name, Decimal(0)) + (pod.requests.get(name) or default)
-        used = min(req / alloc, Decimal(1))
-        total += float(1 - used if scoring is Scoring.LEAST_ALLOCATED else used) * 100
-    return total / 2
+    alloc = node.allocatable.get("cpu", 0)
+    if alloc > 0:
+        used = min((usage.nonzero_milli_cpu + cpu) / alloc, 1.0)
+        total += 1 - used if least else used
+    alloc = node.allocatable.get("memory", 0)
+    if alloc > 0:
+        used = min((usage.nonzero_memory + memory) / alloc, 1.0)
+        total += 1 - used if least else used
+    return total * 50
 
 
 def _summary(total: int, reasons: Counter[str]) -> str:
@@ -161,6 +171,13 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
     return max(_MIN_FEASIBLE_NODES, total * pct // 100)
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    node: NodeInfo
+    score: float
+    requests: NodeRequests
+
+
 def schedule(
     pod: PodInfo,
     state: ClusterState,
@@ -170,80 +187,109 @@ def schedule(
     start: int = 0,
     percentage_of_nodes: int = 0,
 ) -> Decision | Unschedulable:
-    """Choose a node for ``pod`` and allocate its special claim there. ``start`` rotates the node
-    order between cycles (as kube-scheduler does) so that the feasible-node cut-off is fair."""
+    """Choose a node for ``pod`` and allocate its special claim there.
+
+    Two phases, for speed: the cheap filters and scoring run over the nodes (rotated by ``start``
+    and cut off after kube-scheduler's number of feasible nodes); then the DRA allocator, the
+    expensive part, runs on the candidates best score first until one fits. The allocator stays the
+    judge of every device decision; only the order of trying nodes differs from kube-scheduler."""
     unsupported = unsupported_fields(pod.raw)
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
 
     prepared = prepare_pod(pod.raw, state.mapping, requests=pod.requests)
-    spec_node = (pod.raw.get("spec") or {}).get("nodeName") or ""
+    spec = pod.raw.get("spec") or {}
+    spec_node = spec.get("nodeName") or ""
+    tolerates_unschedulable = any(
+        _tolerates(t, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        for t in spec.get("tolerations") or ()
+    )
     names = sorted(state.nodes)
     if names:
         start %= len(names)
         names = names[start:] + names[:start]
     want = nodes_to_find(len(names), percentage_of_nodes)
+    candidates_names = frozenset(prepared.candidates)
+    selector, required = _node_affinity(pod)
+    checked = _fit_checked(pod)
+    cpu, memory = pod.units.get("cpu") or DEFAULT_MILLI_CPU, pod.units.get("memory") or DEFAULT_MEMORY
+    least = scoring is Scoring.LEAST_ALLOCATED
+    by_dp_names: dict[frozenset[str], NodeRequests] = {}
 
-    allocator: Allocator | None = None
     reasons: Counter[str] = Counter()
-    feasible: list[Decision] = []
+    allocator: Allocator | None = None
     evaluated = 0
-    for name in names:
-        if len(feasible) >= want:
-            break
-        evaluated += 1
-        node = state.nodes[name]
-        usage = state.usage.get(name) or NodeUsage()
-        if node.unschedulable and not any(
-            _tolerates(t, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-            for t in (pod.raw.get("spec") or {}).get("tolerations") or ()
-        ):
-            reasons["node(s) were unschedulable"] += 1
-            continue
-        if spec_node and spec_node != name:
-            reasons["node(s) didn't match the requested node name"] += 1
-            continue
+    while evaluated < len(names):
+        # Phase 1: cheap filters and scores until `want` nodes pass (or the nodes run out).
+        candidates: list[_Candidate] = []
+        while evaluated < len(names) and len(candidates) < want:
+            node = state.nodes[names[evaluated]]
+            evaluated += 1
+            usage = state.usage.get(node.name) or _EMPTY_USAGE
+            if node.unschedulable or spec_node or node.taints or selector or required or pod.host_ports:
+                reason = _filter(pod, node, usage, spec_node, tolerates_unschedulable, selector, required)
+                if reason is not None:
+                    reasons[reason] += 1
+                    continue
+            # The split between device plugin and DRA depends only on which requested names the
+            # node advertises in allocatable: nodes that agree share one result.
+            key = candidates_names & node.device_plugin_names
+            ext = by_dp_names.get(key)
+            if ext is None:
+                ext = by_dp_names[key] = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {})
+            fit = _insufficient(checked, node, usage, ext.dra)
+            if fit or ext.reasons:
+                for r in dict.fromkeys([*fit, *ext.reasons]):
+                    reasons[r] += 1
+                continue
+            candidates.append(_Candidate(node, _score(cpu, memory, node, usage, least), ext))
+
+        # Phase 2: the allocator on the candidates, best score first; the first fit wins.
+        candidates.sort(key=lambda c: (-c.score, c.node.name))
+        for cand in candidates:
+            ext = cand.requests
+            allocation: Mapping[str, Any] | None = None
+            if ext.needs_claim:
+                if allocator is None:
+                    allocator = Allocator(state.inventory, state.allocated(), features)
+                try:
+                    outcome = allocator.allocate(cand.node.raw, [_claim_for_allocation(pod, ext.claim_requests())])
+                except AllocationFatalError as err:
+                    return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind)
+                if not isinstance(outcome, Allocated):
+                    reasons[outcome.reason] += 1
+                    continue
+                allocation = outcome.results[0]
+            return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated)
+    return Unschedulable(_summary(len(names), reasons), dict(reasons))
+
+
+_EMPTY_USAGE = NodeUsage()
+
+
+def _filter(
+    pod: PodInfo,
+    node: NodeInfo,
+    usage: NodeUsage,
+    spec_node: str,
+    tolerates_unschedulable: bool,
+    selector: Mapping[str, str],
+    required: Mapping[str, Any] | None,
+) -> str | None:
+    """kube-scheduler's cheap filters in its order; the reason in its words, or None."""
+    if node.unschedulable and not tolerates_unschedulable:
+        return "node(s) were unschedulable"
+    if spec_node and spec_node != node.name:
+        return "node(s) didn't match the requested node name"
+    if node.taints:
         taint = _untolerated_taint(pod, node)
         if taint is not None:
-            reasons[f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"] += 1
-            continue
-        if not _node_affinity_matches(pod, node):
-            reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-            continue
-        if pod.host_ports and _ports_conflict(pod, usage):
-            reasons["node(s) didn't have free ports for the requested pod ports"] += 1
-            continue
-        ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {})
-        fit = _insufficient(pod, node, usage, set(ext.dra))
-        if fit or ext.reasons:
-            for r in fit + [r for r in ext.reasons if r not in fit]:
-                reasons[r] += 1
-            continue
-        allocation: Mapping[str, Any] | None = None
-        if ext.needs_claim:
-            if allocator is None:
-                allocator = Allocator(state.inventory, state.allocated(), features)
-            claim = _claim_for_allocation(pod, ext.claim_requests())
-            try:
-                outcome = allocator.allocate(node.raw, [claim])
-            except AllocationFatalError as err:
-                return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind)
-            if isinstance(outcome, NoFit):
-                reasons[outcome.reason] += 1
-                continue
-            if isinstance(outcome, NodeFailure):
-                reasons[outcome.reason] += 1
-                continue
-            assert isinstance(outcome, Allocated)
-            allocation = outcome.results[0]
-        feasible.append(
-            Decision(name, _score(pod, node, usage, scoring), allocation, ext.dra_requests, ext.mappings, 0)
-        )
-
-    if not feasible:
-        return Unschedulable(_summary(len(names), reasons), dict(reasons))
-    best = min(feasible, key=lambda d: (-d.score, d.node))  # ties: the smaller node name, deterministic
-    return Decision(best.node, best.score, best.allocation, best.requests, best.mappings, evaluated)
+            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    if not _node_affinity_matches(selector, required, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    if pod.host_ports and _ports_conflict(pod, usage):
+        return "node(s) didn't have free ports for the requested pod ports"
+    return None
 
 
 def _claim_for_allocation(pod: PodInfo, requests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:

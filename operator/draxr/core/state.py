@@ -15,10 +15,20 @@ from typing import Any
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.claims import special_claim_owner
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
-from draxr.core.quantity import parse_quantity
+from draxr.core.quantity import milli_value, value
 from draxr.core.requests import pod_requests
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# Scoring pretends pods without cpu/memory requests use these (upstream DefaultMilliCPURequest /
+# DefaultMemoryRequest), so that best-effort pods still spread.
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+def units(name: str, quantity: object) -> int:
+    """The scheduler's integer view of a quantity: millicores for cpu, whole units for the rest
+    (upstream Resource: MilliValue for cpu, Value otherwise)."""
+    return milli_value(quantity) if name == "cpu" else value(quantity)  # type: ignore[arg-type]
 
 
 def _rv(obj: Mapping[str, Any]) -> int | None:
@@ -43,19 +53,21 @@ class NodeInfo:
     labels: Mapping[str, str]
     taints: tuple[Mapping[str, Any], ...]
     unschedulable: bool
-    allocatable: Mapping[str, Decimal]
+    allocatable: Mapping[str, int]  # see units()
+    device_plugin_names: frozenset[str]  # extended resources with allocatable > 0
     raw: Mapping[str, Any]
 
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> NodeInfo:
         meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-        alloc = (node.get("status") or {}).get("allocatable") or {}
+        alloc = {k: units(k, v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
         return cls(
             name=meta["name"],
             labels=dict(meta.get("labels") or {}),
             taints=tuple(spec.get("taints") or ()),
             unschedulable=bool(spec.get("unschedulable")),
-            allocatable={k: parse_quantity(v) for k, v in alloc.items()},
+            allocatable=alloc,
+            device_plugin_names=frozenset(k for k, v in alloc.items() if "/" in k and v > 0),
             raw=node,
         )
 
@@ -71,7 +83,8 @@ class PodInfo:
     priority: int
     created: str
     deleting: bool
-    requests: Mapping[str, Decimal]
+    requests: Mapping[str, Decimal]  # exact effective pod requests
+    units: Mapping[str, int]  # the same in scheduler units (see units()), non-zero only
     host_ports: frozenset[tuple[str, str, int]]
     raw: Mapping[str, Any]
 
@@ -92,6 +105,7 @@ class PodInfo:
     @classmethod
     def from_api(cls, pod: Mapping[str, Any]) -> PodInfo:
         meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        requests = pod_requests(pod)
         ports: set[tuple[str, str, int]] = set()
         for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
             for p in c.get("ports") or ():
@@ -107,7 +121,8 @@ class PodInfo:
             priority=int(spec.get("priority") or 0),
             created=meta.get("creationTimestamp") or "",
             deleting=bool(meta.get("deletionTimestamp")),
-            requests=pod_requests(pod),
+            requests=requests,
+            units={k: u for k, v in requests.items() if (u := units(k, v))},
             host_ports=frozenset(ports),
             raw=pod,
         )
@@ -117,14 +132,19 @@ class PodInfo:
 class NodeUsage:
     """Requests of the non-terminal pods on a node (bound, or assumed by a cycle)."""
 
-    requested: dict[str, Decimal] = field(default_factory=dict)
+    requested: dict[str, int] = field(default_factory=dict)
     pods: int = 0
     host_ports: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    # cpu/memory with upstream's non-zero defaults for pods that request none (scoring only).
+    nonzero_milli_cpu: int = 0
+    nonzero_memory: int = 0
 
     def apply(self, pod: PodInfo, sign: int) -> None:
         self.pods += sign
-        for name, q in pod.requests.items():
-            self.requested[name] = self.requested.get(name, Decimal(0)) + sign * q
+        self.nonzero_milli_cpu += sign * (pod.units.get("cpu") or DEFAULT_MILLI_CPU)
+        self.nonzero_memory += sign * (pod.units.get("memory") or DEFAULT_MEMORY)
+        for name, q in pod.units.items():
+            self.requested[name] = self.requested.get(name, 0) + sign * q
         for port in pod.host_ports:
             self.host_ports[port] = self.host_ports.get(port, 0) + sign
             if self.host_ports[port] <= 0:
