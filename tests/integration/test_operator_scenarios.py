@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from draxr.app import Operator
 from draxr.devcluster import fakedriver
-from draxr.kube import DEVICE_CLASSES, EVENTS, PODS, RESOURCE_CLAIMS, Kube
+from draxr.kube import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_QUOTAS, ApiException, Kube
 
 from .test_operator_basics import SCHEDULER, _bound_with_status, _claims
 from .test_platform import eventually, exact_request, pod, special_claim
@@ -133,5 +136,141 @@ async def test_stale_claim_of_an_earlier_attempt_is_rolled_back_not_reused(
             return [c["metadata"]["name"] for c in await _claims(kube, namespace)] == [used]
 
         assert await eventually(only_used_left) is True
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_quota_on_extended_and_class_keys_does_not_double_count_the_special_claim(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=4)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    ext, cls = f"{names}.example.com/gpu", f"{names}-gpu"
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus"},
+        "spec": {"hard": {f"requests.{ext}": "2", f"{cls}.deviceclass.resource.k8s.io/devices": "2"}},
+    }
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        await kube.create(RESOURCE_QUOTAS, quota, namespace)
+
+        async def quota_ready() -> bool:
+            q = await kube.get(RESOURCE_QUOTAS, "gpus", namespace)
+            return bool(q.get("status", {}).get("hard"))
+
+        await eventually(quota_ready)
+        await kube.create(PODS, pod("two", {ext: "2"}, scheduler=SCHEDULER), namespace)
+        bound = await eventually(lambda: _bound_with_status(kube, "two", namespace))
+        assert bound["status"]["extendedResourceClaimStatus"]["requestMappings"][0]["resourceName"] == ext
+
+        async def used() -> dict[str, str] | None:
+            q = await kube.get(RESOURCE_QUOTAS, "gpus", namespace)
+            u = q.get("status", {}).get("used", {})
+            return u if u.get(f"{cls}.deviceclass.resource.k8s.io/devices") == "2" else None
+
+        usage = await eventually(used)
+        assert usage[f"requests.{ext}"] == "2"  # the pod pays; the claim is not charged again
+        # The quota is full: one more device is refused at pod admission.
+        with pytest.raises(ApiException) as err:
+            await kube.create(PODS, pod("one-more", {ext: "1"}, scheduler=SCHEDULER), namespace)
+        assert err.value.status == 403
+        assert "exceeded quota" in err.value.body
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_pods_deleted_while_being_scheduled_leave_no_claim(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=2, devices_per_node=4)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        ext = f"{names}.example.com/gpu"
+        for i in range(8):
+            await kube.create(PODS, pod(f"short-{i}", {ext: "1"}, scheduler=SCHEDULER), namespace)
+            if i % 2:
+                await asyncio.sleep(0.05 * i)
+            await kube.delete(PODS, f"short-{i}", namespace, gracePeriodSeconds=0)
+
+        async def clean() -> bool:
+            return not await _claims(kube, namespace) and not await kube.list(PODS, namespace)
+
+        assert await eventually(clean, timeout=60) is True
+        # Every device is free again: a pod wanting all 4 devices of a node fits.
+        await kube.create(PODS, pod("all", {ext: "4"}, scheduler=SCHEDULER), namespace)
+        await eventually(lambda: _bound_with_status(kube, "all", namespace))
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_pending_pod_is_scheduled_when_a_node_appears(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
+    objs = fleet.manifests()
+    node_obj = next(o for o in objs if o["kind"] == "Node")
+    await fakedriver.apply(kube, [o for o in objs if o["kind"] != "Node"])
+    try:
+        await kube.create(PODS, pod("waits", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
+        cond = await eventually(lambda: _condition(kube, "waits", namespace))
+        assert cond["reason"] == "Unschedulable"
+        assert not await _claims(kube, namespace)
+        await fakedriver.apply(kube, [node_obj])
+        bound = await eventually(lambda: _bound_with_status(kube, "waits", namespace))
+        assert bound["spec"]["nodeName"] == node_obj["metadata"]["name"]
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_node_deleted_then_its_devices_are_not_used(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        await kube.delete(NODES, fleet.node_names()[0])
+        await asyncio.sleep(1)  # the watch delivers the deletion
+        await kube.create(PODS, pod("orphan", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
+        cond = await eventually(lambda: _condition(kube, "orphan", namespace))
+        assert cond["reason"] == "Unschedulable"
+        assert not await _claims(kube, namespace)
+    finally:
+        await fakedriver.delete(kube, objs)
+
+
+async def test_slice_generation_bump_while_pod_is_queued(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
+    objs = fleet.manifests()
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        ext = f"{names}.example.com/gpu"
+        await kube.create(PODS, pod("big", {ext: "3"}, scheduler=SCHEDULER), namespace)
+        await eventually(lambda: _condition(kube, "big", namespace))
+        # The driver republishes the pool with a new generation and four devices.
+        [slice_obj] = [o for o in objs if o["kind"] == "ResourceSlice"]
+        node = fleet.node_names()[0]
+        bigger = fakedriver.resource_slice(
+            node,
+            [fakedriver.device(f"gpu-{i}") for i in range(4)],
+            driver=fleet.driver,
+            generation=2,
+            name=slice_obj["metadata"]["name"],
+        )
+        await fakedriver.apply(kube, [bigger])
+        bound = await eventually(lambda: _bound_with_status(kube, "big", namespace))
+        [claim] = await _claims(kube, namespace)
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [r["device"] for r in results] == ["gpu-0", "gpu-1", "gpu-2"]
+        assert bound["spec"]["nodeName"] == node
     finally:
         await fakedriver.delete(kube, objs)
