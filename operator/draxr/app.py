@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -167,6 +168,7 @@ class Operator(Sink):
             stop_flag=stop,
             liveness_endpoint=liveness,
         )
+        _own_signals(stop)  # kopf installed its handlers; ours stop everything through the stop flag
         tasks = [
             asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=_NotKopfTasks()), name="kopf"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
@@ -174,8 +176,11 @@ class Operator(Sink):
         ]
         log.info("draxr running", scheduler_name=self.settings.scheduler_name)
         try:
-            await stop.wait()
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait([stopper, tasks[0]], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
         finally:
+            stop.set()
             for t in tasks[1:]:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -198,13 +203,18 @@ class _NotKopfTasks(Collection["asyncio.Task[Any]"]):
         return 0
 
 
+def _own_signals(stop: asyncio.Event) -> None:
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+
 async def main(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
     kube, cfg = await connect(settings)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    _own_signals(stop)
     try:
         await Operator(settings, kube, cfg).run(stop)
     finally:

@@ -17,6 +17,7 @@ from draxr.core import claims as shape
 from draxr.core.placement import Decision
 from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
+from draxr.faults import crash_point
 from draxr.kube import MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube
 from draxr.releaser import drop_finalizer_and_delete
 
@@ -49,9 +50,13 @@ class Binder:
             if decision.needs_claim:
                 assert decision.allocation is not None
                 claim = await self._create_claim(pod, decision)
+                crash_point("create-claim")
                 claim = await self._write_allocation(pod, claim, decision.allocation)
+                crash_point("write-allocation")
                 await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
+                crash_point("pod-status")
             await self._bind(pod, decision.node)
+            crash_point("bind")
         except BindingFailed as failure:
             if claim is not None:
                 await self._roll_back(pod, claim)

@@ -36,6 +36,8 @@ def configure(level: str = "info", fmt: str = "json") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # kopf logs every handled watch event at info; at thousands of pods that is noise.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 def get(name: str) -> structlog.stdlib.BoundLogger:

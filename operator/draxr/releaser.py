@@ -116,7 +116,12 @@ class Releaser:
                 await drop_finalizer_and_delete(self.kube, claim)
             self.state.remove_claim(action.namespace, action.name)
             metrics.CLAIMS_RELEASED.labels(reason=kind).inc()
-            log.info(f"claim {kind}d", claim=action.key, pod=f"{action.namespace}/{action.pod_name}", why=action.reason)
+            log.info(
+                "claim released" if kind == "release" else "claim rolled back",
+                claim=action.key,
+                pod=f"{action.namespace}/{action.pod_name}",
+                why=action.reason,
+            )
             return True
         except (ApiException, RuntimeError) as e:
             code = str(getattr(e, "status", "") or "")

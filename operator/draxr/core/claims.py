@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
@@ -36,7 +36,7 @@ def special_claim(pod: Mapping[str, Any], requests: Sequence[Mapping[str, Any]])
 
 def rfc3339(ts: datetime) -> str:
     """metav1.Time: second precision, UTC, 'Z'."""
-    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def allocated_status(

@@ -58,6 +58,8 @@ def claims_to_roll_back(state: ClusterState, scheduler_name: str, in_flight: Col
         pod = state.pods.get(owner[1])
         if pod is None or pod.terminal or pod.uid in in_flight or pod.scheduler_name != scheduler_name:
             continue
+        if pod.uid in state.assumed_nodes:
+            continue  # bound by us, the watch has not shown it yet: the claim is in use
         ns, name = key.split("/", 1)
         if not pod.node_name:
             why = "pod not bound: stale claim of an earlier attempt"

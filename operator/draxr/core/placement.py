@@ -159,6 +159,8 @@ def _score(cpu: int, memory: int, node: NodeInfo, usage: NodeUsage, least: bool)
 
 
 def _summary(total: int, reasons: Counter[str]) -> str:
+    if total == 0:
+        return "no nodes available to schedule pods"
     parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
     return f"0/{total} nodes are available: {', '.join(parts)}." if parts else f"0/{total} nodes are available."
 

@@ -75,8 +75,11 @@ async def run(kubeconfig: Path, scheduler: str = "draxr", timeout: float = 180) 
                     done.add(pname)
                     print(f"  {pname:<20} completed")
             if len(done) >= 6:
-                left = [c for c in await kube.list(RESOURCE_CLAIMS, NAMESPACE)
-                        if any(c["metadata"]["name"].startswith(d) for d in done)]
+                left = [
+                    c
+                    for c in await kube.list(RESOURCE_CLAIMS, NAMESPACE)
+                    if any(c["metadata"]["name"].startswith(d) for d in done)
+                ]
                 if not left:
                     print("all pods completed; their claims were released (0 left in the namespace)")
                     return 0

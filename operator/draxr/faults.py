@@ -1,0 +1,15 @@
+"""Crash points for the crash-safety tests: ``DRAXR_CRASH_AFTER=<step>`` makes the process SIGKILL
+itself right after that write step of a binding (create-claim, write-allocation, pod-status, bind).
+Unset in production; reading it costs one dict lookup per step."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+STEPS = ("create-claim", "write-allocation", "pod-status", "bind")
+
+
+def crash_point(step: str) -> None:
+    if os.environ.get("DRAXR_CRASH_AFTER") == step:
+        os.kill(os.getpid(), signal.SIGKILL)

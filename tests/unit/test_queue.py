@@ -1,0 +1,356 @@
+"""draxr.queue.SchedulingQueue: priority then age, exponential backoff, parking of unschedulable
+pods until the cluster changes (or a flush interval passes), no pod handed out twice."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import draxr.queue
+from draxr.queue import SchedulingQueue
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Replaces only draxr.queue's view of time (the event loop keeps the real clock)."""
+    c = Clock()
+    monkeypatch.setattr(draxr.queue, "time", SimpleNamespace(monotonic=c))
+    return c
+
+
+def queue(initial: float = 1.0, maximum: float = 8.0, flush: float = 60.0) -> SchedulingQueue:
+    return SchedulingQueue(backoff_initial=initial, backoff_max=maximum, flush_after=flush)
+
+
+def drain(q: SchedulingQueue, generation: int = 0) -> list[str]:
+    out = []
+    while (uid := q.next_ready(generation)[0]) is not None:
+        out.append(uid)
+    return out
+
+
+# --------------------------------------------------------------------------- order and hand-out
+
+
+def test_priority_then_creation_then_uid(clock: Clock) -> None:
+    q = queue()
+    q.add("old-low", 0, "2026-01-01T00:00:00Z")
+    q.add("new-high", 10, "2026-01-01T00:00:09Z")
+    q.add("old-high", 10, "2026-01-01T00:00:05Z")
+    q.add("negative", -5, "2025-01-01T00:00:00Z")
+    q.add("b-same", 0, "2026-01-01T00:00:03Z")
+    q.add("a-same", 0, "2026-01-01T00:00:03Z")
+    assert drain(q) == ["old-high", "new-high", "old-low", "a-same", "b-same", "negative"]
+
+
+def test_add_again_updates_the_order(clock: Clock) -> None:
+    q = queue()
+    q.add("a", 0, "2026-01-01T00:00:00Z")
+    q.add("b", 0, "2026-01-01T00:00:01Z")
+    q.add("b", 100, "2026-01-01T00:00:01Z")  # its priority was raised
+    assert drain(q) == ["b", "a"]
+
+
+def test_in_flight_pods_are_not_handed_out_twice(clock: Clock) -> None:
+    q = queue()
+    q.add("a", 0, "t1")
+    q.add("b", 0, "t2")
+    assert q.next_ready(0) == ("a", None)
+    assert q.in_flight() == {"a"}
+    q.add("a", 0, "t1")  # an update while it is being scheduled or bound
+    assert q.next_ready(0) == ("b", None)
+    assert q.next_ready(0) == (None, None)  # everything in flight; nothing to wait for by time
+    assert q.in_flight() == {"a", "b"}
+    q.done("a")
+    assert not q.known("a")
+    assert q.in_flight() == {"b"}
+    assert q.next_ready(0) == (None, None)
+
+
+def test_remove_and_known(clock: Clock) -> None:
+    q = queue()
+    assert not q.known("a")
+    q.add("a", 0, "t")
+    assert q.known("a")
+    q.remove("a")
+    assert not q.known("a")
+    assert q.next_ready(0) == (None, None)
+    q.remove("a")  # twice: fine
+
+
+def test_pod_removed_while_in_flight(clock: Clock) -> None:
+    q = queue()
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.remove("a")  # deleted while binding
+    assert q.pending()["binding"] == 1
+    q.failed("a", 0, unschedulable=False)  # the binding then fails: nothing to requeue
+    assert not q.known("a")
+    assert q.in_flight() == frozenset()
+    assert q.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "binding": 0}
+    q.failed("never-seen", 0, unschedulable=True)  # unknown: ignored
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+def test_backoff_doubles_up_to_max(clock: Clock) -> None:
+    q = queue(initial=1.0, maximum=8.0)
+    q.add("a", 0, "t")
+    waits = []
+    for _ in range(6):
+        assert q.next_ready(0)[0] == "a"
+        q.failed("a", 0, unschedulable=False)
+        uid, wait = q.next_ready(0)
+        assert uid is None
+        waits.append(wait)
+        clock.advance(wait - 0.001)  # type: ignore[operator]
+        assert q.next_ready(0) == (None, pytest.approx(0.001))
+        clock.advance(0.001)
+    assert waits == pytest.approx([1.0, 2.0, 4.0, 8.0, 8.0, 8.0])
+    assert q.next_ready(0)[0] == "a"
+
+
+def test_add_keeps_the_backoff(clock: Clock) -> None:
+    q = queue(initial=2.0)
+    q.add("a", 0, "t")
+    q.next_ready(0)
+    q.failed("a", 0, unschedulable=False)
+    q.add("a", 0, "t")  # the pod was updated: still backs off
+    assert q.next_ready(0) == (None, pytest.approx(2.0))
+    clock.advance(2.0)
+    assert q.next_ready(0)[0] == "a"
+
+
+def test_done_resets_attempts(clock: Clock) -> None:
+    q = queue(initial=1.0)
+    q.add("a", 0, "t")
+    for _ in range(3):
+        q.next_ready(0)
+        q.failed("a", 0, unschedulable=False)
+        clock.advance(10)
+    q.next_ready(0)
+    q.done("a")
+    q.add("a", 0, "t")  # the same uid comes back (e.g. the watch replays it)
+    q.next_ready(0)
+    q.failed("a", 0, unschedulable=False)
+    assert q.next_ready(0) == (None, pytest.approx(1.0))
+
+
+def test_error_failure_ignores_generation(clock: Clock) -> None:
+    q = queue(initial=1.0)
+    q.add("a", 0, "t")
+    q.next_ready(5)
+    q.failed("a", 5, unschedulable=False)
+    clock.advance(1.0)
+    assert q.next_ready(5)[0] == "a"  # no cluster change needed
+
+
+# --------------------------------------------------------------------------- parking
+
+
+def test_unschedulable_waits_for_a_cluster_change(clock: Clock) -> None:
+    q = queue(initial=1.0, flush=60.0)
+    q.add("a", 0, "t")
+    q.next_ready(5)
+    q.failed("a", 5, unschedulable=True)
+    clock.advance(1.0)  # backoff over, but nothing changed
+    assert q.next_ready(5) == (None, pytest.approx(59.0))
+    assert q.next_ready(6)[0] == "a"
+
+
+def test_unschedulable_still_backs_off_after_a_change(clock: Clock) -> None:
+    q = queue(initial=1.0)
+    q.add("a", 0, "t")
+    q.next_ready(5)
+    q.failed("a", 5, unschedulable=True)
+    assert q.next_ready(6) == (None, pytest.approx(1.0))
+    clock.advance(1.0)
+    assert q.next_ready(6)[0] == "a"
+
+
+def test_unschedulable_is_flushed_after_the_interval(clock: Clock) -> None:
+    q = queue(initial=1.0, flush=30.0)
+    q.add("a", 0, "t")
+    q.next_ready(5)
+    q.failed("a", 5, unschedulable=True)
+    clock.advance(29.9)
+    assert q.next_ready(5)[0] is None
+    clock.advance(0.1)
+    assert q.next_ready(5)[0] == "a"
+
+
+def test_unschedulable_pod_update_makes_it_eligible(clock: Clock) -> None:
+    q = queue(initial=1.0)
+    q.add("a", 0, "t")
+    q.next_ready(5)
+    q.failed("a", 5, unschedulable=True)
+    clock.advance(1.0)
+    q.add("a", 0, "t")
+    assert q.next_ready(5)[0] == "a"
+
+
+def test_unresolvable_waits_only_for_its_own_update_or_the_flush(clock: Clock) -> None:
+    q = queue(initial=1.0, flush=30.0)
+    q.add("a", 0, "t")
+    q.add("b", 0, "t")
+    for uid in ("a", "b"):
+        assert q.next_ready(5)[0] == uid
+        q.failed(uid, 5, unschedulable=True, unresolvable=True)
+    clock.advance(1.0)
+    assert q.next_ready(6)[0] is None  # cluster changes do not help
+    assert q.next_ready(99)[0] is None
+    q.add("a", 0, "t")  # its own update
+    assert q.next_ready(99)[0] == "a"
+    assert q.next_ready(99)[0] is None
+    clock.advance(29.0)
+    assert q.next_ready(5)[0] == "b"
+
+
+def test_pending_counts(clock: Clock) -> None:
+    q = queue(initial=1.0)
+    assert q.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "binding": 0}
+    for uid in ("a", "b", "c", "d", "e"):
+        q.add(uid, 0, uid)
+    assert q.pending() == {"active": 5, "backoff": 0, "unschedulable": 0, "binding": 0}
+    assert drain(q) == ["a", "b", "c", "d", "e"]  # all five are now in flight
+    assert q.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "binding": 5}
+    q.failed("a", 0, unschedulable=False)
+    q.failed("b", 0, unschedulable=True)
+    q.failed("c", 0, unschedulable=True, unresolvable=True)
+    q.done("d")
+    assert q.pending() == {"active": 0, "backoff": 1, "unschedulable": 2, "binding": 1}
+    clock.advance(1.0)
+    assert q.pending() == {"active": 1, "backoff": 0, "unschedulable": 2, "binding": 1}
+
+
+# --------------------------------------------------------------------------- property
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "next", "fail", "park", "done", "remove", "tick", "change"]),
+            st.sampled_from("abcd"),
+            st.integers(0, 3),
+        ),
+        max_size=40,
+    )
+)
+def test_no_pod_is_handed_out_twice(ops: list[tuple[str, str, int]]) -> None:
+    """Whatever happens, a pod handed out is not handed out again until done/failed, and the
+    hand-out order is priority first, then creation."""
+    clock = Clock()
+    original = draxr.queue.time
+    draxr.queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
+    try:
+        q = queue(initial=1.0, maximum=4.0, flush=10.0)
+        prio: dict[str, int] = {}
+        out: set[str] = set()
+        gen = 0
+        for op, uid, n in ops:
+            if op == "add":
+                q.add(uid, n, f"t{uid}")
+                prio[uid] = n
+            elif op == "next":
+                got, _ = q.next_ready(gen)
+                if got is not None:
+                    assert got not in out
+                    assert got in prio
+                    # Nothing eligible that ranks strictly higher is left waiting.
+                    for other in list(prio):
+                        if other not in out and other != got and q._eligible(q._entries[other], clock(), gen):
+                            assert (-prio[got], f"t{got}", got) < (-prio[other], f"t{other}", other)
+                    out.add(got)
+            elif op in ("fail", "park") and uid in out:
+                q.failed(uid, gen, unschedulable=op == "park")
+                out.discard(uid)
+            elif op == "done" and uid in out:
+                q.done(uid)
+                out.discard(uid)
+                prio.pop(uid, None)
+            elif op == "remove":  # also while in flight (the pod was deleted)
+                q.remove(uid)
+                prio.pop(uid, None)
+            elif op == "tick":
+                clock.advance(n * 1.5)
+            elif op == "change":
+                gen += 1
+            assert q.in_flight() == out
+            assert sum(q.pending().values()) == len(prio) + len(out - set(prio))
+    finally:
+        draxr.queue.time = original  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------- pop (real time, short)
+
+
+async def test_pop_returns_ready_pod_at_once() -> None:
+    q = queue(initial=0.05)
+    q.add("a", 0, "t")
+    assert await asyncio.wait_for(q.pop(lambda: 0), 0.5) == "a"
+    assert q.in_flight() == {"a"}
+
+
+async def test_pop_waits_out_the_backoff() -> None:
+    q = queue(initial=0.05, maximum=0.1)
+    q.add("a", 0, "t")
+    await q.pop(lambda: 0)
+    q.failed("a", 0, unschedulable=False)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert await asyncio.wait_for(q.pop(lambda: 0), 1.0) == "a"
+    assert loop.time() - t0 >= 0.04
+
+
+async def test_pop_wakes_on_add() -> None:
+    q = queue()
+    task = asyncio.ensure_future(q.pop(lambda: 0))
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    q.add("a", 0, "t")
+    assert await asyncio.wait_for(task, 0.5) == "a"
+
+
+async def test_pop_wakes_a_parked_pod_on_cluster_change() -> None:
+    q = queue(initial=0.01, flush=60.0)
+    q.add("a", 0, "t")
+    await q.pop(lambda: 0)
+    generation = [1]
+    q.failed("a", 1, unschedulable=True)
+    task = asyncio.ensure_future(q.pop(lambda: generation[0]))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # backoff over, still parked: nothing changed
+    q.cluster_changed()  # a wake-up without a new generation does not release it
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    generation[0] = 2
+    q.cluster_changed()
+    assert await asyncio.wait_for(task, 0.5) == "a"
+
+
+async def test_pop_flushes_unresolvable_pod_after_the_interval() -> None:
+    q = queue(initial=0.01, flush=0.08)
+    q.add("a", 0, "t")
+    await q.pop(lambda: 0)
+    q.failed("a", 0, unschedulable=True, unresolvable=True)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert await asyncio.wait_for(q.pop(lambda: 0), 1.0) == "a"
+    assert loop.time() - t0 >= 0.07
