@@ -274,3 +274,74 @@ async def test_slice_generation_bump_while_pod_is_queued(
         assert bound["spec"]["nodeName"] == node
     finally:
         await fakedriver.delete(kube, objs)
+
+
+async def test_explicit_name_newest_class_wins_and_moving_the_name(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    """Two classes declare one name: the newer wins. Clearing it on the newer class moves the name back
+    to the older one at once (upstream's incremental cache would leave it unmapped)."""
+    ext = f"{names}.example.com/gpu"
+    fleet = _fleet(names, dra_nodes=1, devices_per_node=4, classes={})
+    objs = fleet.manifests()
+    # Two classes over the same driver, told apart by the numa attribute of the devices.
+    old = fakedriver.device_class(
+        f"{names}-numa0",
+        driver=fleet.driver,
+        extended_resource_name=ext,
+        extra_selectors=[f'device.attributes["{fleet.driver}"].numa == 0'],
+    )
+    new = fakedriver.device_class(
+        f"{names}-numa1",
+        driver=fleet.driver,
+        extended_resource_name=ext,
+        extra_selectors=[f'device.attributes["{fleet.driver}"].numa == 1'],
+    )
+    await fakedriver.apply(kube, objs)
+    await kube.create(DEVICE_CLASSES, old)
+    await asyncio.sleep(1.1)  # creationTimestamp has second precision
+    await kube.create(DEVICE_CLASSES, new)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+
+        async def devices_of(pod_name: str) -> list[str]:
+            bound = await eventually(lambda: _bound_with_status(kube, pod_name, namespace))
+            claims = {c["metadata"]["name"]: c for c in await _claims(kube, namespace)}
+            claim = claims[bound["status"]["extendedResourceClaimStatus"]["resourceClaimName"]]
+            assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] in (
+                old["metadata"]["name"],
+                new["metadata"]["name"],
+            )
+            return [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]]
+
+        await kube.create(PODS, pod("first", {ext: "1"}, scheduler=SCHEDULER), namespace)
+        assert await devices_of("first") == ["gpu-2"]  # numa 1: the newer class
+
+        current = await kube.get(DEVICE_CLASSES, new["metadata"]["name"])
+        del current["spec"]["extendedResourceName"]
+        await kube.replace(DEVICE_CLASSES, current)
+        await asyncio.sleep(1)
+        await kube.create(PODS, pod("second", {ext: "1"}, scheduler=SCHEDULER), namespace)
+        assert await devices_of("second") == ["gpu-0"]  # numa 0: the name moved to the older class
+    finally:
+        for c in (old, new):
+            await kube.delete_if_exists(DEVICE_CLASSES, c["metadata"]["name"])
+        await fakedriver.delete(kube, objs)
+
+
+async def test_pod_with_resource_claims_is_refused_loudly(
+    kube: Kube, operator: Operator, namespace: str, names: str
+) -> None:
+    body = pod("mixed", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER)
+    body["spec"]["resourceClaims"] = [{"name": "extra", "resourceClaimTemplateName": "some-template"}]
+    await kube.create(PODS, body, namespace)
+    cond = await eventually(lambda: _condition(kube, "mixed", namespace))
+    assert "spec.resourceClaims" in cond["message"]
+
+    async def event() -> list[dict[str, Any]]:
+        return [e for e in await kube.list(EVENTS, namespace) if e["reason"] == "FailedScheduling"]
+
+    [ev] = await eventually(event)
+    assert ev["type"] == "Warning"
+    assert ev["reportingController"] == SCHEDULER
+    assert "draxr does not support spec.resourceClaims" in ev["note"]
