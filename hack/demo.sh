@@ -39,8 +39,8 @@ echo $! > "$DEV/draxr.pid"
 echo "draxr running (pid $(cat "$DEV/draxr.pid"), log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics)"
 .venv/bin/python -m draxr.devcluster --dir "$DEV" demo
 echo
-echo "\$ curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)'"
-curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)' || true
+echo "\$ curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total'"
+curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total' || true
 echo
 echo "The cluster and draxr keep running: export KUBECONFIG=$KUBECONFIG; $BIN/kubectl get pods -A"
 echo "Stop everything with: bash hack/demo.sh down"
