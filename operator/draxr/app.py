@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -31,7 +32,10 @@ async def connect(settings: Settings) -> tuple[Kube, client.Configuration]:
     if settings.kubeconfig:
         await config.load_kube_config(config_file=settings.kubeconfig, client_configuration=cfg)
     else:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        sa = Path(settings.serviceaccount_dir)
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg, token_filename=str(sa / "token"), cert_filename=str(sa / "ca.crt")
+        )
     return Kube(client.ApiClient(cfg)), cfg
 
 

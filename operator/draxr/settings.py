@@ -13,6 +13,10 @@ class Settings(BaseSettings):
 
     scheduler_name: str = Field("draxr", description="spec.schedulerName of the pods draxr schedules")
     kubeconfig: str | None = Field(None, description="kubeconfig path; in-cluster configuration when unset")
+    serviceaccount_dir: str = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount",
+        description="in-cluster token and ca.crt (tests point it elsewhere)",
+    )
     scoring: Scoring = Field(Scoring.LEAST_ALLOCATED, description="LeastAllocated (spread) or MostAllocated (pack)")
     percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
     bind_concurrency: int = Field(16, ge=1, description="bindings written concurrently")

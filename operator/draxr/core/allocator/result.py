@@ -58,7 +58,7 @@ def _device_entry(r: DeviceResult, binding: bool) -> dict[str, Any]:
     if r.share_id is not None:
         out["shareID"] = r.share_id
     if r.consumed_capacity:
-        out["consumedCapacity"] = {k: v.canonical() for k, v in r.consumed_capacity.items()}
+        out["consumedCapacity"] = {k: v.string() for k, v in r.consumed_capacity.items()}
     return out
 
 
