@@ -220,6 +220,7 @@ def schedule(
 
     reasons: Counter[str] = Counter()
     allocator: Allocator | None = None
+    no_fit_memo = state.static_no_fit()
     evaluated = 0
     while evaluated < len(names):
         # Phase 1: cheap filters and scores until `want` nodes pass (or the nodes run out).
@@ -254,6 +255,18 @@ def schedule(
             if ext.needs_claim:
                 if allocator is None:
                     allocator = Allocator(state.inventory, state.allocated(), features)
+                wanted = _devices_per_class(ext.dra_requests)
+                memo_key = (cand.node.name, cand.node.labels_key, frozenset(wanted.items()))
+                reason = no_fit_memo.get(memo_key)
+                if reason is None:
+                    quick = allocator.cannot_fit(cand.node.raw, wanted)
+                    if quick is not None:
+                        reason = quick[0]
+                        if quick[1]:
+                            no_fit_memo[memo_key] = reason
+                if reason is not None:
+                    reasons[reason] += 1
+                    continue
                 try:
                     outcome = allocator.allocate(cand.node.raw, [_claim_for_allocation(pod, ext.claim_requests())])
                 except AllocationFatalError as err:
@@ -267,6 +280,13 @@ def schedule(
 
 
 _EMPTY_USAGE = NodeUsage()
+
+
+def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:
+    wanted: dict[str, int] = {}
+    for r in requests:
+        wanted[r.device_class_name] = wanted.get(r.device_class_name, 0) + r.count
+    return wanted
 
 
 def _filter(

@@ -51,6 +51,7 @@ def _newer_or_equal(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bo
 class NodeInfo:
     name: str
     labels: Mapping[str, str]
+    labels_key: frozenset[tuple[str, str]]  # hashable labels (pools with node selectors depend on them)
     taints: tuple[Mapping[str, Any], ...]
     unschedulable: bool
     allocatable: Mapping[str, int]  # see units()
@@ -64,6 +65,7 @@ class NodeInfo:
         return cls(
             name=meta["name"],
             labels=dict(meta.get("labels") or {}),
+            labels_key=frozenset((meta.get("labels") or {}).items()),
             taints=tuple(spec.get("taints") or ()),
             unschedulable=bool(spec.get("unschedulable")),
             allocatable=alloc,
@@ -166,6 +168,10 @@ class ClusterState:
         self.overrides: tuple[OverrideMapping, ...] = ()
         self.mapping: ExtendedResourceMapping = build_mapping(())
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
+        # (node, requested devices per class) -> why the node can never fit them; valid while the
+        # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
+        self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
+        self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
 
     # ---- nodes ---------------------------------------------------------------------------------
@@ -288,6 +294,13 @@ class ClusterState:
 
     def special_claims_of(self, pod_uid: str) -> list[Mapping[str, Any]]:
         return [self.claims[k] for k in sorted(self.special_claims.get(pod_uid, ())) if k in self.claims]
+
+    def static_no_fit(self) -> dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str]:
+        stamp = (self.inventory.revision, self.inventory.class_revision)
+        if stamp != self._static_no_fit_stamp:
+            self._static_no_fit = {}
+            self._static_no_fit_stamp = stamp
+        return self._static_no_fit
 
     # ---- allocations in flight -------------------------------------------------------------------
     def assume_allocation(self, key: str, allocation: Mapping[str, Any]) -> None:
