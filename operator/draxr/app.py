@@ -21,6 +21,7 @@ from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.handlers import Sink, build_registry
 from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+from draxr.leader import LeaderElector, default_identity
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
 
@@ -69,6 +70,7 @@ class Operator(Sink):
         self.scheduler = Scheduler(kube, self.state, settings, self.recorder)
         self.releaser = self.scheduler.releaser
         self.synced = asyncio.Event()
+        self.lost_leadership = False
         self._release_wake = asyncio.Event()
 
     # ---- Sink: called by the kopf handlers ------------------------------------------------------
@@ -153,9 +155,33 @@ class Operator(Sink):
         s.networking.request_timeout = 120
         return s
 
-    async def run(self, stop: asyncio.Event) -> None:
-        await self.initial_sync()
+    async def lead(self) -> None:
+        """What only the leader does: roll back what a crashed leader left, schedule, release."""
         await self.roll_back_stale_claims()
+        log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
+        try:
+            await asyncio.gather(self.scheduler.run(), self.release_loop())
+        finally:
+            self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
+
+    def elector(self) -> LeaderElector | None:
+        s = self.settings
+        if not s.leader_elect:
+            return None
+        return LeaderElector(
+            self.kube,
+            s.leader_election_namespace,
+            s.leader_election_lease_name or s.scheduler_name,
+            default_identity(),
+            s.lease_duration_seconds,
+            s.renew_deadline_seconds,
+            s.retry_period_seconds,
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watches and state run in every replica; scheduling only while leading. Losing the lease
+        ends the process's leadership for good (the caller exits), as kube-scheduler does."""
+        await self.initial_sync()
         if self.settings.metrics_port:
             start_http_server(self.settings.metrics_port, addr=self.settings.bind_address)
         liveness = (
@@ -173,22 +199,23 @@ class Operator(Sink):
             liveness_endpoint=liveness,
         )
         _own_signals(stop)  # kopf installed its handlers; ours stop everything through the stop flag
-        tasks = [
-            asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=_NotKopfTasks()), name="kopf"),
-            asyncio.create_task(self.scheduler.run(), name="scheduler"),
-            asyncio.create_task(self.release_loop(), name="releaser"),
-        ]
-        log.info("draxr running", scheduler_name=self.settings.scheduler_name)
+        elector = self.elector()
+        leading = asyncio.create_task(elector.run(self.lead) if elector else self.lead(), name="leadership")
+        kopf_task = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=_NotKopfTasks()), name="kopf")
+        log.info("draxr running", scheduler_name=self.settings.scheduler_name, leader_election=elector is not None)
+        stopper = asyncio.create_task(stop.wait())
         try:
-            stopper = asyncio.create_task(stop.wait())
-            await asyncio.wait([stopper, tasks[0]], return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
+            done, _ = await asyncio.wait([stopper, kopf_task, leading], return_when=asyncio.FIRST_COMPLETED)
+            if leading in done and not stop.is_set():
+                self.lost_leadership = True
         finally:
+            stopper.cancel()
             stop.set()
-            for t in tasks[1:]:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            leading.cancel()
+            await asyncio.gather(leading, kopf_task, return_exceptions=True)
             await self.scheduler.drain()
+            if elector is not None and not self.lost_leadership:
+                await elector.release()
 
 
 class _NotKopfTasks(Collection["asyncio.Task[Any]"]):
@@ -219,7 +246,10 @@ async def main(settings: Settings) -> None:
     kube, cfg = await connect(settings)
     stop = asyncio.Event()
     _own_signals(stop)
+    op = Operator(settings, kube, cfg)
     try:
-        await Operator(settings, kube, cfg).run(stop)
+        await op.run(stop)
     finally:
         await kube.close()
+    if op.lost_leadership:
+        raise SystemExit("lost leadership: exiting so that no write can follow (restart to stand by again)")

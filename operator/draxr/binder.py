@@ -6,7 +6,6 @@ rolls back what was written (finalizer off, claim deleted) and hands the pod bac
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,7 +17,7 @@ from draxr.core.placement import Decision
 from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
 from draxr.faults import crash_point
-from draxr.kube import MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube
+from draxr.kube import MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
 from draxr.releaser import drop_finalizer_and_delete
 
 log = logs.get("draxr.binder")
@@ -78,7 +77,7 @@ class Binder:
             created = await self.kube.create(RESOURCE_CLAIMS, body, pod.namespace)
         except ApiException as e:
             metrics.RESOURCECLAIM_CREATES.labels(status="failure").inc()
-            raise BindingFailed("create claim", _api_message(e), pod_gone=e.status == 404) from e
+            raise BindingFailed("create claim", api_message(e), pod_gone=e.status == 404) from e
         metrics.RESOURCECLAIM_CREATES.labels(status="success").inc()
         self.state.upsert_claim(created)
         return created
@@ -93,11 +92,11 @@ class Binder:
                 )
             except ApiException as e:
                 if e.status != 409:
-                    raise BindingFailed("write claim allocation", _api_message(e)) from e
+                    raise BindingFailed("write claim allocation", api_message(e)) from e
                 try:
                     current = await self.kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], pod.namespace)
                 except ApiException as e2:
-                    raise BindingFailed("write claim allocation", _api_message(e2)) from e2
+                    raise BindingFailed("write claim allocation", api_message(e2)) from e2
                 if current["metadata"].get("deletionTimestamp"):
                     raise BindingFailed("write claim allocation", "claim got deleted in the meantime") from e
                 if (current.get("status") or {}).get("allocation"):
@@ -112,7 +111,7 @@ class Binder:
         try:
             await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH)
         except ApiException as e:
-            raise BindingFailed("write pod status", _api_message(e), pod_gone=e.status == 404) from e
+            raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
         binding = {
@@ -124,23 +123,16 @@ class Binder:
         try:
             await self.kube.create(PODS, binding, pod.namespace, name=pod.name, subresource="binding")
         except ApiException as e:
-            raise BindingFailed("bind", _api_message(e), pod_gone=e.status in (404, 409)) from e
+            raise BindingFailed("bind", api_message(e), pod_gone=e.status in (404, 409)) from e
 
     async def _roll_back(self, pod: PodInfo, claim: dict[str, Any]) -> None:
         try:
             await drop_finalizer_and_delete(self.kube, claim)
         except ApiException as e:
             # The stale-claim sweep deletes it later; the claim never counts as ours to reuse.
-            log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=_api_message(e))
+            log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=api_message(e))
             return
         self.state.remove_claim(pod.namespace, claim["metadata"]["name"])
-
-
-def _api_message(e: ApiException) -> str:
-    try:
-        return str(json.loads(e.body or "{}").get("message") or e.reason)
-    except (TypeError, ValueError, AttributeError):
-        return f"{e.status} {e.reason}"
 
 
 def _observe_scheduling_latency(pod: PodInfo) -> None:

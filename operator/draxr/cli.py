@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import platform
 import sys
+from collections.abc import Callable
 
 from . import __version__
 
@@ -22,6 +23,22 @@ def _run(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     asyncio.run(run_operator(Settings(**overrides)))
     return 0
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _flag_type(default: object) -> Callable[[str], object]:
+    if isinstance(default, bool):
+        return _bool
+    if isinstance(default, int | float):
+        return type(default)
+    return str
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,12 +6,17 @@ client does not know are dropped on read), and building them costs CPU on hot pa
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from draxr import logs
+
+log = logs.get("draxr.kube")
 
 JSON = dict[str, Any]
 
@@ -93,16 +98,21 @@ class Kube:
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
-        data = await self.api.call_api(
-            path,
-            method,
-            query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            response_types_map=_OBJECT,
-            _return_http_data_only=True,
-        )
+        try:
+            data = await self.api.call_api(
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                response_types_map=_OBJECT,
+                _return_http_data_only=True,
+            )
+        except ApiException as e:
+            if _refused(e):  # a missing permission: name the request, whoever handles the error
+                log.warning("api request refused", verb=method, resource=path, status=e.status, error=api_message(e))
+            raise
         return data if isinstance(data, dict) else {}
 
     async def get(self, res: Resource, name: str, namespace: str | None = None, subresource: str | None = None) -> JSON:
@@ -159,4 +169,25 @@ class Kube:
         return True
 
 
-__all__ = ["JSON", "ApiException", "Kube", "Resource"]
+def _body(e: ApiException) -> JSON:
+    try:
+        body = json.loads(e.body or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _refused(e: ApiException) -> bool:
+    """403, or 1.37's 422 with a Forbidden cause (resourceclaims/binding is checked in validation)."""
+    if e.status == 403:
+        return True
+    causes = (_body(e).get("details") or {}).get("causes") or ()
+    return e.status == 422 and any(c.get("reason") == "FieldValueForbidden" for c in causes)
+
+
+def api_message(e: ApiException) -> str:
+    """The API server's own message (the Status body), not the HTTP headers."""
+    return str(_body(e).get("message") or f"{e.status} {e.reason}")
+
+
+__all__ = ["JSON", "ApiException", "Kube", "Resource", "api_message"]

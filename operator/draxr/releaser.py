@@ -15,7 +15,7 @@ from draxr import logs, metrics
 from draxr.core.claims import DELETE_PROTECTION_FINALIZER
 from draxr.core.gc import ClaimAction
 from draxr.core.state import ClusterState
-from draxr.kube import JSON_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube
+from draxr.kube import JSON_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
 
 log = logs.get("draxr.releaser")
 _CONFLICT_RETRIES = 5
@@ -126,7 +126,8 @@ class Releaser:
         except (ApiException, RuntimeError) as e:
             code = str(getattr(e, "status", "") or "")
             metrics.API_ERRORS.labels(operation=f"claim-{kind}", code=code).inc()
-            log.warning(f"claim {kind} failed, will retry", claim=action.key, error=str(e)[:300])
+            error = api_message(e) if isinstance(e, ApiException) else str(e)
+            log.warning(f"claim {kind} failed, will retry", claim=action.key, error=error)
             return False
         finally:
             self._busy.discard(action.key)

@@ -181,6 +181,10 @@ class Scheduler:
         for queue, n in self.queue.pending().items():
             metrics.QUEUE_PENDING.labels(queue=queue).set(n)
 
+    def cancel_writes(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
     async def drain(self) -> None:
         """Wait for the bindings and reports in flight (used on shutdown and in tests)."""
         while self._tasks:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -27,5 +29,14 @@ class Settings(BaseSettings):
     metrics_port: int = Field(8080, ge=0, description="Prometheus /metrics (0: off)")
     health_port: int = Field(8081, ge=0, description="kopf liveness /healthz (0: off)")
     bind_address: str = Field("0.0.0.0", description="address of the metrics and health servers")
+    leader_elect: bool = Field(True, description="Lease-based leader election (off: this replica always leads)")
+    leader_election_namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE") or "default",
+        description="namespace of the Lease (default: $POD_NAMESPACE, else default)",
+    )
+    leader_election_lease_name: str = Field("", description="Lease name (default: the scheduler name)")
+    lease_duration_seconds: float = Field(15.0, gt=0)
+    renew_deadline_seconds: float = Field(10.0, gt=0)
+    retry_period_seconds: float = Field(2.0, gt=0)
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")

@@ -42,6 +42,13 @@ def _start(cp: ControlPlane, scheduler: str, log: Path, crash_after: str | None)
         "0.2",
         "--release-sweep-seconds",
         "2",
+        # The killed process holds the Lease: keep its expiry short so that the restart leads soon.
+        "--lease-duration-seconds",
+        "3",
+        "--renew-deadline-seconds",
+        "2",
+        "--retry-period-seconds",
+        "0.5",
     ]
     return subprocess.Popen(cmd, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 

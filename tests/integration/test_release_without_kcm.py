@@ -4,6 +4,7 @@ draxr alone frees the devices. (With the controller on, the session cluster cove
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ def bare_cluster() -> Iterator[ControlPlane]:
     cp.start()
     yield cp
     cp.stop()
+    shutil.rmtree(cp.run_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

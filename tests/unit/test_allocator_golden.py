@@ -139,3 +139,32 @@ def test_same_answers_as_upstream(chunk: int) -> None:
 def test_outcome_mix_covers_every_kind() -> None:
     kinds = {entry[0] for entry in UPSTREAM}
     assert kinds == {"A", "N", "F", "X"}
+
+
+def _prioritized_list_case(**extra: object) -> dict[str, object]:
+    from draxr.core.allocator.builders import claim, device, device_class, node, slice_, subrequest
+
+    case: dict[str, object] = {
+        "name": "features",
+        "node": node("node-1"),
+        "slices": [slice_("s", [device("dev-0")])],
+        "classes": [device_class("class-a", 'device.driver == "driver-a"')],
+        "claims": [claim("c", {"name": "r", "firstAvailable": [subrequest("a")]})],
+    }
+    case.update(extra)
+    return case
+
+
+@pytest.mark.parametrize(
+    ("extra", "outcome"),
+    [
+        ({}, "allocated"),  # no "features": kube-scheduler 1.37.2's defaults, as the Go harness uses
+        ({"features": None}, "allocated"),
+        ({"features": {}}, "fatal"),  # a Go struct literal: every feature left out is off
+        ({"features": {"PrioritizedList": True}}, "allocated"),
+    ],
+)
+def test_case_features_default_like_the_harness(extra: dict[str, object], outcome: str) -> None:
+    # Checked against the Go harness: DRAPrioritizedList is on by default, so firstAvailable works.
+    out = run_case(_prioritized_list_case(**extra))
+    assert out["outcome"] == outcome, out

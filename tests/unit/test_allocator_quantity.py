@@ -77,3 +77,35 @@ def test_arithmetic_keeps_receiver_format() -> None:
 def test_invalid(text: str) -> None:
     with pytest.raises(ValueError, match="invalid"):
         Qty.parse(text)
+
+
+# ParseQuantity keeps the caller's spelling when it is already canonical (its int64 fast path:
+# BinarySI digits not a multiple of 8; otherwise a scale that is a multiple of 3 and digits that
+# neither start with 0 nor end in 000), and String()/MarshalJSON print it. Printed by
+# apimachinery v0.37.2: (text, json.Marshal(ParseQuantity(text))).
+GO_STRING = [
+    ("2e0", "2e0"), ("2E0", "2E0"), ("1E3", "1E3"), ("+2", "+2"), ("01", "01"), ("2.", "2."),
+    ("1.500", "1.500"), ("2e+0", "2e+0"), ("1.G", "1.G"), ("1E", "1E"), ("7Ki", "7Ki"), ("01Ki", "01Ki"),
+    ("1025Ki", "1025Ki"), ("1e-3", "1e-3"), ("-2", "-2"), ("3e0", "3e0"), ("0010", "0010"),
+    ("1234567890123456789", "1234567890123456789"), ("123456789012345678", "123456789012345678"),
+    ("2.0", "2"), ("2.000", "2"), ("1000", "1k"), ("0.5", "500m"), (".5", "500m"), ("1e-10", "1e-9"),
+    ("8Ki", "8Ki"), ("1024Ki", "1Mi"), ("1.5Gi", "1536Mi"), ("0.5Gi", "512Mi"), ("100m", "100m"),
+    ("1000m", "1"), ("1.5e3", "1500"), ("-0", "0"), ("0", "0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "printed"), GO_STRING)
+def test_string_keeps_canonical_spelling_like_parse_quantity(text: str, printed: str) -> None:
+    assert Qty.parse(text).string() == printed
+    assert str(Qty.parse(text)) == printed
+
+
+def test_computed_quantities_print_canonically() -> None:
+    q = Qty.parse("2e0")
+    assert q.text == "2e0"
+    assert q.canonical() == "2"
+    assert (q + Qty.parse("0")).string() == "2"  # arithmetic drops the spelling, like Go's Add
+    assert Qty.from_int(2, q.fmt).string() == "2"
+    # the spelling is not part of the value
+    assert q == Qty.parse("2E0")
+    assert q.cmp(Qty.parse("2")) == 0

@@ -734,6 +734,35 @@ def test_valid_range_rounds_up_to_step() -> None:
     assert results(out)[0]["consumedCapacity"] == {"memory": "2Gi"}
 
 
+@pytest.mark.parametrize(
+    ("policy", "amount", "consumed"),
+    [
+        # ParseQuantity keeps a canonical spelling and upstream copies the quantity it picks
+        # (request, default, valid value, range min, capacity value) into the result.
+        ({}, "2e0", "2e0"),
+        ({}, "+2", "+2"),
+        ({}, "1.500", "1.500"),
+        ({}, "2.0", "2"),
+        ({"default": "2e0"}, None, "2e0"),
+        ({"default": "1E3"}, "01", "01"),
+        ({"default": "1", "validValues": ["1", "2.", "3Gi"]}, "1.5", "2."),
+        ({"default": "1e0", "validRange": {"min": "1e0"}}, "0.5", "1e0"),
+        # rounding up to a step computes a new quantity, printed canonically
+        ({"default": "1", "validRange": {"min": "1", "step": "2e0"}}, "2e0", "3"),
+    ],
+)
+def test_consumed_capacity_keeps_the_spelling_upstream_keeps(
+    policy: dict[str, Any], amount: str | None, consumed: str
+) -> None:
+    out = run([slice_("s", [multi("100Gi", **policy)])], [claim("c", cap_request("r", amount))])
+    assert results(out)[0]["consumedCapacity"] == {"memory": consumed}
+
+
+def test_consumed_capacity_of_the_whole_device_keeps_its_spelling() -> None:
+    out = run([slice_("s", [multi("4.500")])], [claim("c", cap_request("r", None))])
+    assert results(out)[0]["consumedCapacity"] == {"memory": "4.500"}
+
+
 def test_valid_range_max_refuses() -> None:
     dev = multi(default="1Gi", validRange={"min": "1Gi", "max": "2Gi"})
     assert isinstance(run([slice_("s", [dev])], [claim("c", cap_request("r", "3Gi"))]), NoFit)

@@ -8,6 +8,7 @@ Sources of the expected values:
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +26,7 @@ from draxr.core.cel import (
     compile_selector,
     device_view,
 )
+from draxr.core.cel_check import check_checked_expr
 from draxr.core.semver import Semver, parse_semver, parse_semver_normalized
 
 DRIVER = "dra.example.com"
@@ -505,10 +507,9 @@ def test_guards_for_optional_attributes() -> None:
 @pytest.mark.parametrize(
     ("expression", "type_name"),
     [
-        ('device.attributes["gpu.example.com"].model', "string"),
-        ("device.driver", "string"),
+        ('device.attributes["gpu.example.com"].model', "string"),  # dyn when compiled, as upstream
         ('device.attributes["gpu.example.com"].numa', "int"),
-        ("device.attributes", "map"),
+        ('device.attributes["gpu.example.com"].?numa.orValue(0)', "int"),
     ],
 )
 def test_non_bool_result_is_a_runtime_error(expression: str, type_name: str) -> None:
@@ -522,7 +523,7 @@ def test_non_bool_result_is_a_runtime_error(expression: str, type_name: str) -> 
         ("device.attributes[", "Syntax error"),
         ("undefinedFn(device)", "undeclared reference to 'undefinedFn'"),
         ('"a" == 1', "found no matching overload for '_==_'"),
-        ('quantity("1")', "must evaluate to bool or the unknown type, not map"),
+        ('quantity("1")', "must evaluate to bool or the unknown type, not kubernetes.Quantity"),
         ('"x"', "not string"),
         ('device.attributes["d"].?x', "not optional"),
         ("isSemver([1, 2, 3])", "found no matching overload for 'isSemver'"),
@@ -557,7 +558,7 @@ def test_compile_cache_is_bounded() -> None:
 
 def test_runtime_errors_are_not_compile_errors() -> None:
     # upstream: quantity("bad") compiles and fails when evaluated
-    selector = compile_selector('quantity("bad").sign() == 1')
+    selector = compile_selector('sign(quantity("bad")) == 1')
     with pytest.raises(CelRuntimeError, match="quantities must match the regular expression"):
         selector.matches(GPU)
     assert isinstance(CelRuntimeError("x"), RuntimeError)
@@ -681,8 +682,8 @@ def test_view_is_reused_across_selectors() -> None:
         '!quantity("1.5").isInteger()',
         'quantity("50.703k").asApproximateFloat() == 50703.0',
         'quantity("50000000G").isInteger()',
-        'quantity("-1").sign() == -1 && quantity("0").sign() == 0 && quantity("3m").sign() == 1',
-        'sign(quantity("-5Gi")) == -1',  # upstream declares sign as a global function
+        'sign(quantity("-1")) == -1 && sign(quantity("0")) == 0 && sign(quantity("3m")) == 1',
+        'sign(quantity("-5Gi")) == -1',  # upstream declares sign as a global function only
         'quantity("9223372036854775807").isInteger() && !quantity("9223372036854775808").isInteger()',
         'quantity("-9223372036854775808").asInteger() == -9223372036854775807 - 1',
         # ParseQuantity: round up to nano, cap BinarySI at 2^63-1, accept Go's odd spellings
@@ -742,10 +743,12 @@ def test_quantity_parse_invalid(text: str) -> None:
         ('quantity(" 1") == quantity("1")', "quantities must match"),
         ('quantity("9999999999999999999999999999999999999G").asInteger() == 1', "cannot convert value to integer"),
         ('quantity("1.5").asInteger() == 1', "cannot convert value to integer"),
-        ('quantity("1").compareTo(semver("1.0.0")) == 0', "no such overload"),
-        ('semver("1.0.0").sign() == 0', "no such overload"),
-        ('{"a": "b"}.isGreaterThan({"c": "d"})', "no such overload"),
-        ('quantity("1e999999").add(1).sign() == 1', "cannot be represented exactly"),
+        # Statically mistyped calls are compile errors (test_upstream_type_checks); through dyn
+        # they fail at runtime, upstream too.
+        ('dyn(quantity("1")).compareTo(semver("1.0.0")) == 0', "no such overload"),
+        ('sign(dyn(semver("1.0.0"))) == 0', "no such overload"),
+        ('dyn({"a": "b"}).isGreaterThan(dyn({"c": "d"}))', "no such overload"),
+        ('sign(quantity("1e999999").add(1)) == 1', "cannot be represented exactly"),
     ],
 )
 def test_quantity_errors(expression: str, message: str) -> None:
@@ -815,7 +818,7 @@ def test_semver_library(expression: str) -> None:
         ('semver("v1.0") == semver("1.0.0")', "No Major.Minor.Patch elements found"),
         ('semver("1.0.01") == semver("1.0.0")', "Patch number must not contain leading zeroes"),
         ('semver("1.0.0-01") == semver("1.0.0")', "Numeric PreRelease version must not contain leading zeroes"),
-        ('semver("1.0.0").major() == quantity("1").major()', "no such overload"),
+        ('semver("1.0.0").major() == dyn(quantity("1")).major()', "no such overload"),
     ],
 )
 def test_semver_errors(expression: str, message: str) -> None:
@@ -838,8 +841,8 @@ def test_semver_errors(expression: str, message: str) -> None:
         # ext.Sets
         "sets.contains([1, 2, 3], [2]) && sets.equivalent([1, 2], [2, 1]) && sets.intersects([1], [1, 5])",
         # ext.Lists (cel-go v3 function set)
-        "[1, 2, 3, 4].slice(1, 3) == [2, 3] && [1, [2, [3]]].flatten() == [1, 2, [3]]",
-        "[1, [2, [3]]].flatten(2) == [1, 2, 3]",
+        "[1, 2, 3, 4].slice(1, 3) == [2, 3] && [[1], [2, 3]].flatten() == [1, 2, 3]",
+        "[[[1]], [[2, 3]]].flatten() == [[1], [2, 3]] && [[[1]], [[2, 3]]].flatten(2) == [1, 2, 3]",
         '[3, 1, 2].sort() == [1, 2, 3] && ["b", "a"].sort() == ["a", "b"] && lists.range(3) == [0, 1, 2]',
         "[1, 2, 2].distinct() == [1, 2] && [1, 2].reverse() == [2, 1] && [3, 1].sortBy(x, -x) == [3, 1]",
         # two-variable comprehensions
@@ -875,9 +878,9 @@ def test_base_environment_libraries(expression: str) -> None:
     ("expression", "message"),
     [
         ("[].min() == 1", "min called on empty list"),
-        ('[1, "a"].max() == 1', "no such overload"),
-        ("[true, 1].isSorted()", "no such overload"),
-        ('["a"].sum() == 1', "no such overload"),
+        ('[dyn(1), dyn("a")].max() == 1', "no such overload"),
+        ("[dyn(true), dyn(1)].isSorted()", "no such overload"),
+        ('[dyn("a")].sum() == 1', "no such overload"),
         ('"a".find("(") == ""', "missing \\)"),
     ],
 )
@@ -897,6 +900,246 @@ def test_base_environment_library_errors(expression: str, message: str) -> None:
 def test_libraries_outside_the_kubernetes_environment_are_not_enabled(expression: str) -> None:
     with pytest.raises(CelCompileError):
         compile_selector(expression)
+
+
+# ---------------------------------------------------------------------------------------------
+# What upstream's type checker rejects and cel-cpp does not (draxr.core.cel_check). Expected
+# messages are the first line of what k8s.io/dynamic-resource-allocation v0.37.2
+# (cel-go v0.29.2) reports for the same expression.
+
+_M = 'device.attributes["gpu.example.com"]'
+_C = 'device.capacity["gpu.example.com"]'
+
+UPSTREAM_TYPE_ERRORS = [
+    # HomogeneousAggregateLiterals: list and map literals, at any depth
+    (
+        f'[{_M}.?model.orValue(""), "x"].join("-") == "a100-x"',
+        "ERROR: <input>:1:59: expected type 'dyn' but found 'string'",
+    ),
+    (f"[{_M}.?numa.orValue(0), 2].max() == 2", "ERROR: <input>:1:57: expected type 'dyn' but found 'int'"),
+    (f"[dyn({_M}.numa), 2].size() == 2", "ERROR: <input>:1:50: expected type 'dyn' but found 'int'"),
+    (
+        f'{{"a": {_M}.?model.orValue(""), "b": "x"}}.a == "x"',
+        "ERROR: <input>:1:69: expected type 'dyn' but found 'string'",
+    ),
+    (
+        f"sets.equivalent([1, 2], [2, 1, {_M}.?numa.orValue(1)])",
+        "ERROR: <input>:1:82: expected type 'int' but found 'dyn'",
+    ),
+    ('[1, "a"].size() == 2', "ERROR: <input>:1:5: expected type 'int' but found 'string'"),
+    ("[1, 2u].size() == 2", "ERROR: <input>:1:5: expected type 'int' but found 'uint'"),
+    ("[null, 1].size() == 2", "ERROR: <input>:1:8: expected type 'null' but found 'int'"),
+    ('{"a": 1, 2: 1}.size() == 2', "ERROR: <input>:1:10: expected type 'string' but found 'int'"),
+    (
+        '{"a": {"b": 1}, "c": {"d": "x"}}.size() == 2',
+        "ERROR: <input>:1:22: expected type 'map(string, int)' but found 'map(string, string)'",
+    ),
+    ('[[1], ["a"]].size() == 2', "ERROR: <input>:1:7: expected type 'list(int)' but found 'list(string)'"),
+    ('[[1, 2], [1, "a"]].size() == 2', "ERROR: <input>:1:10: expected type 'list(int)' but found 'list(dyn)'"),
+    ('[1].exists(x, [x, "a"].size() == 2)', "ERROR: <input>:1:19: expected type 'int' but found 'string'"),
+    ('[1, 2].map(x, [x, "a"]).size() == 2', "ERROR: <input>:1:19: expected type 'int' but found 'string'"),
+    (f"{_M}.exists(k, [k, 1].size() == 2)", "ERROR: <input>:1:52: expected type 'string' but found 'int'"),
+    (
+        f'cel.bind(m, {_M}, [m.?model.orValue(""), "x"].size() == 2)',
+        "ERROR: <input>:1:74: expected type 'dyn' but found 'string'",
+    ),
+    (f"[{_C}.memory, 1].size() == 2", "ERROR: <input>:1:45: expected type 'kubernetes.Quantity' but found 'int'"),
+    (
+        '[quantity("1"), semver("1.0.0")].size() == 2',
+        "ERROR: <input>:1:23: expected type 'kubernetes.Quantity' but found 'kubernetes.Semver'",
+    ),
+    # the device is an object with four fields upstream, not a map
+    ("device.nosuchfield == 1", "ERROR: <input>:1:7: undefined field 'nosuchfield'"),
+    ("has(device.nosuchfield)", "ERROR: <input>:1:4: undefined field 'nosuchfield'"),
+    ("device.?nosuchfield.hasValue()", "ERROR: <input>:1:7: undefined field 'nosuchfield'"),
+    (
+        'device["driver"] == "x"',
+        "ERROR: <input>:1:7: found no matching overload for '_[_]' applied to '(kubernetes.DRADevice, string)'",
+    ),
+    (
+        '"driver" in device',
+        "ERROR: <input>:1:10: found no matching overload for '@in' applied to '(string, kubernetes.DRADevice)'",
+    ),
+    (
+        "size(device) == 4",
+        "ERROR: <input>:1:5: found no matching overload for 'size' applied to '(kubernetes.DRADevice)'",
+    ),
+    (
+        'device.all(k, k != "")',
+        "ERROR: <input>:1:1: expression of type 'kubernetes.DRADevice' cannot be range of a comprehension"
+        " (must be list, map, or dynamic)",
+    ),
+    (
+        'size(quantity("1")) == 1',
+        "ERROR: <input>:1:5: found no matching overload for 'size' applied to '(kubernetes.Quantity)'",
+    ),
+    (
+        'semver("1.0.0").all(k, true)',
+        "ERROR: <input>:1:7: expression of type 'kubernetes.Semver' cannot be range of a comprehension"
+        " (must be list, map, or dynamic)",
+    ),
+    ('device.capacity["d"].m.x == 1', "ERROR: <input>:1:23: unexpected failed resolution of 'kubernetes.Quantity'"),
+    (
+        "[device.attributes.?d.x, 1].size() == 2",
+        "ERROR: <input>:1:26: expected type 'optional_type(dyn)' but found 'int'",
+    ),
+    (
+        "device.?driver.orValue(1) == 1",
+        "ERROR: <input>:1:23: found no matching overload for 'orValue' applied to 'optional_type(string).(int)'",
+    ),
+    (
+        "device.capacity.?d.m.orValue(1) == 1",
+        "ERROR: <input>:1:29: found no matching overload for 'orValue' applied to"
+        " 'optional_type(kubernetes.Quantity).(int)'",
+    ),
+    # comparisons with the device's typed fields, which are dyn in draxr's environment
+    ("device.driver == 1", "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(string, int)'"),
+    (
+        'device.allowMultipleAllocations != "x"',
+        "ERROR: <input>:1:33: found no matching overload for '_!=_' applied to '(bool, string)'",
+    ),
+    (
+        "device.driver in [1]",
+        "ERROR: <input>:1:15: found no matching overload for '@in' applied to '(string, list(int))'",
+    ),
+    ("device.driver < 1", "ERROR: <input>:1:15: found no matching overload for '_<_' applied to '(string, int)'"),
+    (
+        'device.attributes["d"].exists(k, k == 1)',
+        "ERROR: <input>:1:36: found no matching overload for '_==_' applied to '(string, int)'",
+    ),
+    (
+        'device.capacity["d"].m == 1',
+        "ERROR: <input>:1:24: found no matching overload for '_==_' applied to '(kubernetes.Quantity, int)'",
+    ),
+    # quantities and versions are distinct types upstream; list functions are typed
+    (
+        'quantity("1").compareTo(semver("1.0.0")) == 0',
+        "ERROR: <input>:1:24: found no matching overload for 'compareTo' applied to"
+        " 'kubernetes.Quantity.(kubernetes.Semver)'",
+    ),
+    (
+        f'{_C}.memory.isGreaterThan(semver("1.0.0"))',
+        "ERROR: <input>:1:56: found no matching overload for 'isGreaterThan' applied to"
+        " 'kubernetes.Quantity.(kubernetes.Semver)'",
+    ),
+    (
+        'sign(semver("1.0.0")) == 0',
+        "ERROR: <input>:1:5: found no matching overload for 'sign' applied to '(kubernetes.Semver)'",
+    ),
+    (
+        'semver("1.0.0").major() == quantity("1").major()',
+        "ERROR: <input>:1:47: found no matching overload for 'major' applied to 'kubernetes.Quantity.()'",
+    ),
+    (
+        '{"a": "b"}.isGreaterThan({"c": "d"})',
+        "ERROR: <input>:1:25: found no matching overload for 'isGreaterThan' applied to"
+        " 'map(string, string).(map(string, string))'",
+    ),
+    ('["a"].sum() == 1', "ERROR: <input>:1:10: found no matching overload for 'sum' applied to 'list(string).()'"),
+    (
+        "[[1]].max() == [1]",
+        "ERROR: <input>:1:10: found no matching overload for 'max' applied to 'list(list(int)).()'",
+    ),
+    ("[1].max() == 1.0", "ERROR: <input>:1:11: found no matching overload for '_==_' applied to '(int, double)'"),
+]
+
+
+@pytest.mark.parametrize(("expression", "first_line"), UPSTREAM_TYPE_ERRORS)
+def test_upstream_type_checks(expression: str, first_line: str) -> None:
+    with pytest.raises(CelCompileError) as info:
+        compile_selector(expression)
+    lines = str(info.value).split("\n")
+    assert lines[0] == f"compilation failed: {first_line}"
+    # cel-go's snippet: the source line and a caret under the reported column
+    column = int(first_line.split(":")[3])
+    assert lines[1] == f" | {expression}"
+    assert lines[2] == " | " + "." * (column - 1) + "^"
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("device.driver", "must evaluate to bool or the unknown type, not string"),
+        ("device.attributes", "must evaluate to bool or the unknown type, not map(string, map(string, dyn))"),
+        (f"{_C}.memory", "must evaluate to bool or the unknown type, not kubernetes.Quantity"),
+        ('duration("1s")', "must evaluate to bool or the unknown type, not google.protobuf.Duration"),
+    ],
+)
+def test_upstream_output_type(expression: str, message: str) -> None:
+    with pytest.raises(CelCompileError, match=re.escape(message)):
+        compile_selector(expression)
+
+
+def test_every_mixed_literal_is_reported() -> None:
+    with pytest.raises(CelCompileError) as info:
+        compile_selector("[1, [2, [3]]].flatten(2) == [1, 2, 3]")
+    errors = [line for line in str(info.value).split("\n") if "ERROR" in line]
+    assert errors == [
+        "compilation failed: ERROR: <input>:1:5: expected type 'int' but found 'list(dyn)'",
+        "ERROR: <input>:1:9: expected type 'int' but found 'list(int)'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # what upstream accepts: one type per literal, dyn only with dyn, free types bound
+        (f"[{_M}.model, {_M}.numa].size() == 2", True),
+        ('[dyn(1), dyn("a")].size() == 2', True),
+        ('[device.driver, "x"].size() == 2', True),
+        (f'[{_C}.?memory.orValue(quantity("0")), quantity("1")].size() == 2', True),
+        ("[[], [1]].size() == 2 && [optional.none(), optional.of(1)].size() == 2", True),
+        ('[?optional.of(1), 2].size() == 2 && {?"a": optional.of(2), "b": 3}.size() == 2', True),
+        ('"%s-%d".format(["a", 1]) == "a-1"', True),  # format's arguments are exempt
+        (f'{_M}.all(k, v, [k, "x"].size() == 2)', True),
+        ('device.attributes.exists(d, [d, "x"].size() == 2)', True),
+        ('device.?driver.orValue("") == "gpu.example.com" && device.driver in ["gpu.example.com"]', True),
+        ('device.driver in device.attributes && device.attributes["gpu.example.com"] != {"a": 1}', True),
+        (f'{_C}.memory == quantity("80Gi") && {_C}.exists(k, {_C}[k] != null)', True),
+        ("dyn(1) < 1.5 && type(device.driver) == string && [1, 2].max() + 1 == 3", True),
+        (f'sign({_C}.memory) == 1 && {_M}.driverVersion.isGreaterThan(semver("1.0.0"))', True),
+        ('[dyn(1), dyn(2)].max() == 2 && [dyn(1)].sum() == 1 && [dyn("a"), dyn("b")].isSorted()', True),
+        (f"[{_M}.?numa.orValue(0), dyn(2)].size() == 1", False),
+    ],
+)
+def test_upstream_accepts(expression: str, expected: bool) -> None:
+    assert _eval(expression, GPU) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "upstream_type"),
+    [
+        ('device.attributes["d"]', "map(string, dyn)"),
+        ('device.capacity["d"].?m', "optional_type(kubernetes.Quantity)"),
+        ('true ? device.driver : "x"', "string"),
+        ("[1].map(x, [x])", "list(list(int))"),
+        ("[1, 2].filter(x, x > 1)", "list(int)"),
+        ('{"a": 1}.transformList(k, v, k)', "list(string)"),
+        ("device.attributes.map(d, device.attributes[d])", "list(map(string, dyn))"),
+        ('cel.bind(v, semver("1.0.0"), [v])', "list(kubernetes.Semver)"),
+        ('{"a": [quantity("1")]}', "map(string, list(kubernetes.Quantity))"),
+        ('quantity("1").add(1)', "kubernetes.Quantity"),
+        ("[[1], [2]].flatten()", "list(int)"),
+        ("[1].max()", "int"),
+        ("[dyn(1)].max()", "dyn"),
+        ("optional.none()", "optional_type(dyn)"),
+        ("type(1)", "type(int)"),
+        ('[b"x", null, 1u, 1.0, duration("1s")][0]', "dyn"),
+    ],
+)
+def test_checked_expr_types_are_upstreams(expression: str, upstream_type: str) -> None:
+    # cel-cpp compiles with draxr's looser declarations; cel_check recomputes upstream's types
+    checked = check_checked_expr(cel._ENV.compile(expression).serialize())
+    assert str(checked.output_type) == upstream_type
+
+
+def test_sign_is_global_only() -> None:
+    # upstream quantity.go declares only `sign(q)`; `q.sign()` does not compile
+    with pytest.raises(CelCompileError, match="sign"):
+        compile_selector('quantity("1").sign() == 1')
+    with pytest.raises(CelCompileError, match="sign"):
+        compile_selector('device.capacity["gpu.example.com"].?memory.orValue(quantity("1")).sign() == 0')
+    assert _eval('sign(device.capacity["gpu.example.com"].memory) == 1', GPU)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -944,7 +1187,7 @@ def test_quantity_comparisons_agree_with_decimal(a: tuple[str, str, str, str], b
     assert _eval(f'quantity("{sa}").isLessThan(quantity("{sb}")) == {str(x < y).lower()}')
     total = x + y
     assert _eval(f'quantity("{sa}").add(quantity("{sb}")).sub(quantity("{sb}")) == quantity("{sa}")')
-    assert _eval(f'quantity("{sa}").add(quantity("{sb}")).sign() == {(total > 0) - (total < 0)}')
+    assert _eval(f'sign(quantity("{sa}").add(quantity("{sb}"))) == {(total > 0) - (total < 0)}')
 
 
 _identifiers = st.one_of(

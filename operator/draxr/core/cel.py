@@ -15,9 +15,9 @@ Enabled, mirroring the Kubernetes base environment (apiserver `environment/base.
     - `cel.bind` (ext.Bindings v0), optional types (`.?x`, `[?k]`, `orValue`, ...)
     - ext.Strings v2, ext.Sets, ext.Lists (cel-cpp v2 == cel-go v3 functions), two-variable
       comprehensions (`all(k, v, ...)`, `exists(k, v, ...)`, `transformList`)
-    - Kubernetes quantity library: `quantity`, `isQuantity`, `sign` (global, as upstream
-      declares it, and as a member), `isGreaterThan`, `isLessThan`, `compareTo`, `add`, `sub`,
-      `isInteger`, `asInteger`, `asApproximateFloat`
+    - Kubernetes quantity library: `quantity`, `isQuantity`, `sign` (global only: upstream
+      declares no member overload, so `q.sign()` is a compile error), `isGreaterThan`,
+      `isLessThan`, `compareTo`, `add`, `sub`, `isInteger`, `asInteger`, `asApproximateFloat`
     - Kubernetes semver library v1: `semver(s[, normalize])`, `isSemver(s[, normalize])`,
       `major`, `minor`, `patch`, `isGreaterThan`, `isLessThan`, `compareTo`
     - DRA `includes` (scalar equality or membership in the first 48 list elements; in the
@@ -48,12 +48,20 @@ which rejects selectors whose estimated worst-case cost exceeds the same 1e6 lim
 
 Representation: cel-expr-python cannot pass opaque Python objects, so Quantity and Semver
 values are one-entry maps `{"kubernetes.Quantity": <canonical decimal>}` and
-`{"kubernetes.Semver": <version without build metadata>}`. The canonical forms make CEL's
-structural `==` agree with upstream (numeric equality for quantities, precedence equality for
-versions). Visible differences: `type(quantity("1"))` is `map`, mixing a quantity and a semver
-in `compareTo`/`==` is a runtime error/false instead of a compile error, and `isInteger` /
-`asInteger` judge the value ("1000m" is an integer) where upstream also depends on the
-internal representation (it rejects "1000m", and large binary-suffixed values like "128Ti").
+`{"kubernetes.Semver": <version without build metadata>}`, and `device` is a
+`map(string, dyn)` rather than upstream's `kubernetes.DRADevice` object. The canonical forms
+make CEL's structural `==` agree with upstream (numeric equality for quantities, precedence
+equality for versions).
+
+Static checks: after cel-cpp has compiled an expression, draxr.core.cel_check re-derives
+upstream's types on the checked AST and reports what cel-go would: mixed-type list and map
+literals (the Kubernetes environment enables HomogeneousAggregateLiterals), unknown fields and
+map operations on `device`, comparisons and Kubernetes library calls whose argument types
+upstream has no overload for (`device.driver == 1`, `quantity("1").compareTo(semver("1.0.0"))`,
+`["a"].sum()`), and a non-bool result type (`device.driver`). Through `dyn(...)` these remain
+runtime errors, as upstream. Visible differences: `type(quantity("1"))` is `map`, and
+`isInteger` / `asInteger` judge the value ("1000m" is an integer) where upstream also depends on
+the internal representation (it rejects "1000m", and large binary-suffixed values like "128Ti").
 """
 
 from __future__ import annotations
@@ -72,6 +80,8 @@ from typing import Any, Final
 
 from cel_expr_python import cel
 
+from draxr.core.cel_check import DYN as _UNCHECKED_OUTPUT
+from draxr.core.cel_check import CheckResult, check_checked_expr, format_issues
 from draxr.core.quantity import parse_quantity
 from draxr.core.semver import Semver, parse_semver, parse_semver_normalized
 
@@ -562,7 +572,7 @@ def _functions() -> list[cel.FunctionDecl]:
         # Quantity (apiserver pkg/cel/library/quantity.go)
         _fn("quantity", ("string_to_quantity", Q, [S], False, _quantity)),
         _fn("isQuantity", ("is_quantity_string", B, [S], False, _is_quantity)),
-        _fn("sign", ("quantity_sign", I, [Q], False, _sign), ("quantity_sign_member", I, [Q], True, _sign)),
+        _fn("sign", ("quantity_sign", I, [Q], False, _sign)),  # global only, as upstream declares it
         _fn("isInteger", ("quantity_is_integer", B, [Q], True, _is_integer)),
         _fn("asInteger", ("quantity_get_int", I, [Q], True, _as_integer)),
         _fn("asApproximateFloat", ("quantity_get_float", _T.DOUBLE, [Q], True, _as_approximate_float)),
@@ -910,6 +920,14 @@ def _compile(expression: str) -> CompiledSelector:
         program = _ENV.compile(expression)
     except RuntimeError as exc:
         raise CelCompileError(f"compilation failed: {_strip_status(str(exc))}") from None
+    # What cel-go checks and cel-cpp does not (see cel_check): homogeneous list and map
+    # literals, device fields, the argument types of the Kubernetes library functions.
+    try:
+        checked = check_checked_expr(program.serialize())
+    except (ValueError, IndexError, RecursionError):  # an AST cel_check cannot read: skip its checks
+        checked = CheckResult([], _UNCHECKED_OUTPUT)
+    if checked.issues:
+        raise CelCompileError(f"compilation failed: {format_issues(expression, checked.issues)}")
     try:
         # cel-cpp plans a program on first evaluation and raises (instead of returning an error
         # value) for functions it declares but cannot run, e.g. transformMap. Surface that now.
@@ -917,8 +935,12 @@ def _compile(expression: str) -> CompiledSelector:
     except RuntimeError as exc:
         detail = _strip_status(str(exc))
         raise CelCompileError(f"compilation failed: not supported by this CEL runtime: {detail}") from None
-    output = program.return_type()
     # A bare attribute (`device.attributes["d"].flag`) is dyn, and may be a bool at runtime.
+    # Upstream's type decides (`device.driver` is a string there, dyn here).
+    output_error = checked.output_type_error()
+    if output_error is not None:
+        raise CelCompileError(output_error)
+    output = program.return_type()
     if output != _T.BOOL and output != _T.DYN:
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {output.name().lower()}")
     return CompiledSelector(expression, program)

@@ -3,7 +3,8 @@
 Case (input), the same document a Go harness decodes into upstream types::
 
     {"name": str,
-     "features": {"AdminAccess": true, ...},      # upstream Go field names; missing = false
+     "features": {"AdminAccess": true, ...},      # upstream Go field names; missing = false;
+                                                  # no "features" at all: DEFAULT_FEATURES
      "node": <v1 Node>,
      "slices": [<v1 ResourceSlice>], "classes": [<v1 DeviceClass>],
      "claims": [<v1 ResourceClaim>],              # to allocate, in order
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from draxr.core.allocator.allocator import Allocator
-from draxr.core.allocator.features import Features
+from draxr.core.allocator.features import DEFAULT_FEATURES, Features
 from draxr.core.allocator.inventory import Inventory
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, NodeFailure
 from draxr.core.allocator.state import allocated_state_from_claims
@@ -36,7 +37,10 @@ SHARE_ID = "SHARE"
 
 def run_case(case: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": case.get("name", "")}
-    features = Features.from_go(dict(case.get("features") or {}))
+    raw_features = case.get("features")
+    # Like the Go harness: absent (or null) means kube-scheduler's defaults; a given object
+    # is a Go struct literal, so names it leaves out are false.
+    features = DEFAULT_FEATURES if raw_features is None else Features.from_go(dict(raw_features))
     try:
         inventory = Inventory(case.get("slices") or (), case.get("classes") or ())
         state = allocated_state_from_claims(case.get("allocatedClaims") or (), features.consumable_capacity)

@@ -1,0 +1,158 @@
+"""Lease-based leader election (coordination.k8s.io/v1), as client-go's leaderelection does it.
+
+Every replica keeps its watches and state warm; only the leader schedules and releases claims. A
+leader that cannot renew within ``renew_deadline`` (shorter than ``lease_duration``) stops leading
+before any other replica may take the lease over, so a partitioned old leader never writes after a
+new one started. Expiry is judged by local observation time (when the record last changed), never by
+comparing clocks across machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from draxr import logs
+from draxr.kube import ApiException, Kube, Resource, api_message
+
+LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
+log = logs.get("draxr.leader")
+
+
+def default_identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _why(e: BaseException) -> str:
+    return api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
+
+
+def _micro(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class LeaderElector:
+    kube: Kube
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
+            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self.is_leader = False
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Wait to become leader, run ``lead()`` while leading; return when leadership is lost (the
+        ``lead`` task is cancelled first) or when ``lead`` returns."""
+        await self._acquire()
+        self.is_leader = True
+        log.info("became leader", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+        task: asyncio.Task[None] = asyncio.create_task(lead(), name="leading")
+        try:
+            await self._renew_until_lost(task)
+        finally:
+            self.is_leader = False
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _acquire(self) -> None:
+        while True:
+            try:
+                if await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline):
+                    return
+            except (TimeoutError, OSError, ApiException) as e:
+                log.warning("lease acquisition failed, retrying", error=_why(e))
+            await asyncio.sleep(self.retry_period)
+
+    async def release(self) -> None:
+        """On clean shutdown: give the lease up so that a standby takes over at once."""
+        with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["leaseDurationSeconds"] = 1
+                lease["spec"]["renewTime"] = _micro(datetime.now(UTC))
+                lease["spec"]["holderIdentity"] = ""
+                await self.kube.replace(LEASES, lease, self.namespace)
+
+    async def _renew_until_lost(self, task: asyncio.Task[None]) -> None:
+        last_ok = time.monotonic()
+        while not task.done():
+            try:
+                ok = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.retry_period)
+            except (TimeoutError, OSError, ApiException) as e:
+                log.warning("lease renewal failed", error=_why(e))
+                ok = False
+            now = time.monotonic()
+            if ok:
+                last_ok = now
+            elif now - last_ok >= self.renew_deadline:
+                log.error("leadership lost: lease not renewed within the deadline", deadline=self.renew_deadline)
+                return
+            # Sleep at most until the deadline, so that a hanging API never keeps us leading.
+            await asyncio.wait([task], timeout=min(self.retry_period, max(0.05, last_ok + self.renew_deadline - now)))
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = datetime.now(UTC)
+        try:
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(now, now, transitions=0),
+            }
+            try:
+                await self.kube.create(LEASES, body, self.namespace)
+            except ApiException as e2:
+                if e2.status == 409:
+                    return False
+                raise
+            return True
+
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseDurationSeconds"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and time.monotonic() < self._observed_at + duration:
+            return False  # held by another replica, not expired by our observation
+        acquire = spec.get("acquireTime") if holder == self.identity else None
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
+        lease["spec"] = self._spec(now, acquire or now, transitions)
+        try:
+            await self.kube.replace(LEASES, lease, self.namespace)  # resourceVersion makes this atomic
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    def _spec(self, now: datetime, acquired: datetime | str, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": acquired if isinstance(acquired, str) else _micro(acquired),
+            "renewTime": _micro(now),
+            "leaseTransitions": transitions,
+        }

@@ -1,0 +1,225 @@
+"""Differential test: draxr's Python allocator against upstream's Go allocator.
+
+The Go side is tests/allocator_harness (k8s.io/dynamic-resource-allocation v0.37.2, the version
+kube-scheduler 1.37.2 uses, with its default features), built and cached by
+hack/build-allocator-harness.sh. Both run the same generated cases (tests/differential/generate.py)
+and must give the same outcome kind (allocated / nofit / node_failure / fatal) and, when allocated,
+the same AllocationResults (shareID values aside, they are random UUIDs: only their presence counts).
+
+Like the integration tests, this never skips for want of a Go toolchain: if the harness cannot be
+built, the test errors. Knobs: DRAXR_DIFF_SEED (default 1), DRAXR_DIFF_SCALE (default 1.0, the
+number of cases per family is multiplied by it).
+
+Reproducing a mismatch: the failure message names a directory holding cases.json, go-outcomes.json
+and mismatches.json; `python -m tests.differential.compare DIR/cases.json DIR/go-outcomes.json`
+re-runs the Python side, and `<harness> -v=7 < one-case-list.json` shows upstream's decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.differential.compare import compare, format_mismatch, run_python
+from tests.differential.generate import feature_tally, format_tally, generate
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = ROOT / "hack" / "build-allocator-harness.sh"
+SEED = int(os.environ.get("DRAXR_DIFF_SEED", "1"))
+SCALE = float(os.environ.get("DRAXR_DIFF_SCALE", "1"))
+MIN_CASES = 500
+MIN_CASES_PER_FEATURE = 5
+SHOW_MISMATCHES = 5
+
+# Every feature the differential test must exercise (tags of generate.scan_tags and the recipes).
+REQUIRED_TAGS = (
+    "pools:multiple",
+    "pools:multi-slice",
+    "pools:multiple-drivers",
+    "generations:mixed",
+    "generations:outdated",
+    "generations:newer-elsewhere",
+    "completeness:incomplete",
+    "completeness:spans-nodes",
+    "completeness:inconsistent-slice-count",
+    "invalid:dup-device",
+    "invalid:dup-counterset",
+    "invalid:missing-counterset",
+    "invalid:missing-counter",
+    "node:nodeName",
+    "node:nodeSelector",
+    "node:allNodes",
+    "node:perDeviceNodeSelection",
+    "node:slice-for-other-node",
+    "request:ExactCount",
+    "request:All",
+    "request:firstAvailable",
+    "cel:class-selector",
+    "cel:request-selector",
+    "cel:runtime-error",
+    "cel:compile-error",
+    "cel:battery",
+    "constraint:matchAttribute",
+    "constraint:distinctAttribute",
+    "counters:shared-counters",
+    "counters:consumes-counters",
+    "counters:allocated",
+    "counters:span-nodes",
+    "taints:device-taint",
+    "taints:toleration",
+    "adminAccess",
+    "adminAccess:allocated",
+    "consumable:allowMultipleAllocations",
+    "consumable:capacity-request",
+    "consumable:requestPolicy",
+    "consumable:allocated-share",
+    "binding:bindsToNode",
+    "binding:bindingConditions",
+    "config:class",
+    "config:claim",
+    "claims:multiple",
+    "state:allocated-claims",
+    "limits:more-than-32-devices",
+    "limits:count-33",
+    "limits:near-32",
+    "features:AdminAccess=off",
+    "features:PrioritizedList=off",
+    "features:PartitionableDevices=off",
+    "features:DeviceTaints=off",
+    "features:DeviceBindingAndStatus=off",
+    "features:ConsumableCapacity=off",
+    "features:FractionalCapacityRange=on",
+)
+
+# Coarse classes of upstream's error messages, for the report.
+ERROR_CLASSES = (
+    ("CEL runtime error", r"CEL runtime error"),
+    ("CEL compile error", r"CEL compile error"),
+    ("more than 32 devices", r"exceeds the claim limit"),
+    ("All + incomplete pool", r"asks for all devices, but resource pool .* is currently being updated"),
+    ("All + invalid pool", r"asks for all devices, but resource pool .* is currently invalid"),
+    ("invalid pools (node)", r"invalid resource pools were encountered"),
+    ("feature disabled", r"feature is disabled"),
+    ("missing class", r"could not retrieve device class|missing device class name"),
+    ("node selector", r"node selection|NodeSelector"),
+    ("All + constraint", r"claim constraint would not be satisfied"),
+    ("unsupported request or constraint", r"unsupported (count mode|constraint type|selector type)"),
+    ("capacity arithmetic", r"capacity value is negative|cannot be represented"),
+    ("timeout", r"aborted"),
+)
+
+
+def _error_class(message: str) -> str:
+    for name, pattern in ERROR_CLASSES:
+        if re.search(pattern, message):
+            return name
+    return "other"
+
+
+@pytest.fixture(scope="module")
+def harness() -> Path:
+    """Builds (or reuses) the Go harness; errors, never skips, when that is impossible."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=3600, check=False)
+    except FileNotFoundError as exc:  # no bash
+        raise RuntimeError(f"cannot run {BUILD_SCRIPT}: {exc}") from exc
+    if proc.returncode != 0:
+        raise RuntimeError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    binary = Path(proc.stdout.strip().splitlines()[-1])
+    if not binary.is_file():
+        raise RuntimeError(f"{BUILD_SCRIPT} printed {binary}, which is not a file")
+    print(f"\n[differential] allocator harness {binary} ready after {time.monotonic() - start:.1f}s")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[dict[str, Any]]:
+    return generate(SEED, SCALE)
+
+
+@pytest.fixture(scope="module")
+def go_outcomes(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Upstream's outcome for every case, from one harness process."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(harness)], input=json.dumps(cases), capture_output=True, text=True, timeout=600, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"allocator harness failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    outcomes: list[dict[str, Any]] = json.loads(proc.stdout)
+    print(f"[differential] Go: {len(outcomes)} cases in {time.monotonic() - start:.2f}s")
+    return outcomes
+
+
+def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[str, Any]]) -> None:
+    assert generate(SEED, SCALE) == cases, "the case generator is not deterministic"
+    assert len(cases) >= MIN_CASES
+    assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
+    tally = feature_tally(cases)
+    thin = {t: tally.get(t, 0) for t in REQUIRED_TAGS if tally.get(t, 0) < MIN_CASES_PER_FEATURE}
+    assert not thin, f"features with fewer than {MIN_CASES_PER_FEATURE} cases: {thin}\n{format_tally(tally)}"
+
+
+def test_cases_reach_every_outcome_kind(cases: list[dict[str, Any]], go_outcomes: list[dict[str, Any]]) -> None:
+    kinds = Counter(o["kind"] for o in go_outcomes)
+    bad = [o for o in go_outcomes if o["kind"] in ("invalid_case", "panic")]
+    assert not bad, "the harness rejected cases or upstream panicked:\n" + "\n".join(
+        f"{o['name']}: {o['kind']}: {o.get('error', '')[:500]}" for o in bad[:5]
+    )
+    for kind in ("allocated", "nofit", "node_failure", "fatal"):
+        assert kinds[kind] >= 5, f"only {kinds[kind]} cases end in {kind!r}: {dict(kinds)}"
+    variants = Counter(o.get("variant") for o in go_outcomes if o.get("variant"))
+    assert set(variants) == {"incubating"}, f"upstream allocator variants used: {dict(variants)}"
+
+
+def test_python_allocator_matches_upstream(
+    cases: list[dict[str, Any]], go_outcomes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    py_outcomes, py_seconds, runner = run_python(cases)
+    mismatches = compare(cases, go_outcomes, py_outcomes)
+
+    tally = feature_tally(cases)
+    kinds = Counter(o["kind"] for o in go_outcomes)
+    errors = Counter(_error_class(o.get("error", "")) for o in go_outcomes if o["kind"] in ("fatal", "node_failure"))
+    families = Counter(c["family"] for c in cases)
+    report = "\n".join(
+        [
+            f"[differential] seed {SEED}, scale {SCALE}: {len(cases)} cases in {len(families)} families; "
+            f"python ({runner}) took {py_seconds:.2f}s",
+            f"[differential] upstream outcomes: {dict(sorted(kinds.items()))}",
+            f"[differential] upstream error classes: {dict(sorted(errors.items()))}",
+            "[differential] feature coverage (cases per tag):",
+            format_tally(tally),
+        ]
+    )
+    print(report)
+    if not mismatches:
+        return
+
+    out_dir = tmp_path / "differential"
+    out_dir.mkdir()
+    (out_dir / "cases.json").write_text(json.dumps(cases))
+    (out_dir / "go-outcomes.json").write_text(json.dumps(go_outcomes))
+    mismatch_file = out_dir / "mismatches.json"
+    mismatch_file.write_text(json.dumps(mismatches, indent=1))
+    by_family = Counter(m["family"] for m in mismatches)
+    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
+    message = (
+        f"{len(mismatches)} of {len(cases)} cases differ between upstream Go and the Python allocator "
+        f"(by family: {dict(sorted(by_family.items()))}).\n"
+        f"All mismatches (with their cases): {mismatch_file}\n"
+        f"Re-run the Python side: python -m tests.differential.compare {out_dir}/cases.json "
+        f"{out_dir}/go-outcomes.json\n"
+        f"First {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}\n\n{report}"
+    )
+    print(f"[differential] mismatches written to {mismatch_file}")
+    pytest.fail(message, pytrace=False)
