@@ -62,8 +62,8 @@ class Scheduler:
     # ---- fed by the watch handlers ---------------------------------------------------------------
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
         if wants_us(pod, self.settings.scheduler_name):
-            if pod.uid in self.queue.in_flight():
-                return
+            if pod.uid in self.queue.in_flight() or pod.uid in self.state.assumed_nodes:
+                return  # being bound, or bound by us and the watch is behind (a late event)
             fresh = old is None or not wants_us(old, self.settings.scheduler_name) or not self.queue.known(pod.uid)
             if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
                 self.queue.add(pod.uid, pod.priority, pod.created)
@@ -83,7 +83,7 @@ class Scheduler:
             uid = await self.queue.pop(lambda: self.state.generation)
             self._publish_queue_depth()
             pod = self.state.pods.get(uid)
-            if pod is None or not wants_us(pod, self.settings.scheduler_name):
+            if pod is None or not wants_us(pod, self.settings.scheduler_name) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)
                 continue
             self.cycle(pod)

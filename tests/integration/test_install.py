@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,10 @@ def uninstall(cp: ControlPlane) -> None:
     kubectl(cp, "delete", "-k", str(MANIFESTS), "--ignore-not-found", "--wait=false")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProcess[str]]:
-    """The install on the session control plane (removed again after this module)."""
+    """The install on the session control plane, shared by the modules that need it (HA test too),
+    removed at the end of the session."""
     out = install(control_plane)
     yield out
     uninstall(control_plane)
@@ -130,7 +131,17 @@ class Draxr:
     """``python -m draxr run`` with in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT and a
     service-account directory) and no kubeconfig anywhere in its environment."""
 
-    def __init__(self, cp: ControlPlane, sa_dir: Path, scheduler: str, log: Path, *, health: bool = False) -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        sa_dir: Path,
+        scheduler: str,
+        log: Path,
+        *,
+        health: bool = False,
+        pod_name: str | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
         self.log = log
         self.health_port = free_port() if health else 0
         self.metrics_port = free_port() if health else 0
@@ -138,7 +149,7 @@ class Draxr:
         env.update(
             KUBERNETES_SERVICE_HOST="127.0.0.1",
             KUBERNETES_SERVICE_PORT=str(cp.ports["api"]),
-            POD_NAME=f"{scheduler}-0",
+            POD_NAME=pod_name or f"{scheduler}-0",
             POD_NAMESPACE="draxr-system",  # as the Deployment sets it: the leader-election Lease lives there
         )
         cmd = [
@@ -162,6 +173,7 @@ class Draxr:
             "2",
             "--log-format",
             "json",
+            *extra,
         ]
         self._out = log.open("ab")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
