@@ -11,7 +11,8 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels -c hack/constraints.txt .
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links=/wheels draxr \
+# Every wheel was built against hack/constraints.txt, so installing the files pins every version.
+RUN pip install --no-cache-dir --no-index --find-links=/wheels /wheels/*.whl \
  && rm -rf /wheels \
  && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin draxr
 USER 65532:65532
