@@ -1,0 +1,96 @@
+"""`draxr explain POD`: why a pod is pending (per node, in kube-scheduler's words), or what it got
+(node, claim, devices, request mappings). Read-only: one list of each kind, the same core as the
+operator, nothing assumed or written."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.placement import Decision, schedule
+from draxr.core.state import ClusterState
+from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+
+
+async def load_state(kube: Kube) -> ClusterState:
+    nodes, slices, classes, claims, pods = await asyncio.gather(
+        kube.list(NODES, limit=500),
+        kube.list(RESOURCE_SLICES, limit=500),
+        kube.list(DEVICE_CLASSES, limit=500),
+        kube.list(RESOURCE_CLAIMS, limit=500),
+        kube.list(PODS, limit=500),
+    )
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    for s in slices:
+        state.upsert_slice(s)
+    for c in classes:
+        state.upsert_class(c)
+    for c in claims:
+        state.upsert_claim(c)
+    for p in pods:
+        state.upsert_pod(p)
+    return state
+
+
+def explain_bound(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    meta, status = pod["metadata"], pod.get("status") or {}
+    lines = [f"pod {meta['namespace']}/{meta['name']} is bound to node {pod['spec']['nodeName']}"]
+    ercs = status.get("extendedResourceClaimStatus")
+    if not ercs:
+        lines.append("  no extended resource claim: its resources come from the node (device plugin or none)")
+        return lines
+    name = ercs["resourceClaimName"]
+    lines.append(f"  claim {name}")
+    claim = claims.get(f"{meta['namespace']}/{name}")
+    results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+    if claim is None:
+        lines.append("    (the claim no longer exists: released)")
+    for r in results:
+        lines.append(f"    {r['request']}: {r['driver']} {r['pool']}/{r['device']}")
+    for m in ercs.get("requestMappings") or ():
+        lines.append(f"  container {m['containerName']}: {m['resourceName']} -> {m['requestName']}")
+    return lines
+
+
+def explain_pending(state: ClusterState, uid: str) -> list[str]:
+    """Try the pod on each node alone, so that every node gets its own reason."""
+    pod = state.pods[uid]
+    lines = [f"pod {pod.key} is not bound (scheduler {pod.scheduler_name})"]
+    overall = schedule(pod, state, features=DEFAULT_FEATURES)
+    if isinstance(overall, Decision):
+        lines.append(f"  it fits now: draxr would choose node {overall.node}")
+    else:
+        lines.append(f"  {overall.message}")
+        if overall.unresolvable:
+            return lines
+    all_nodes = state.nodes
+    try:
+        for name in sorted(all_nodes):
+            state.nodes = {name: all_nodes[name]}
+            result = schedule(pod, state, features=DEFAULT_FEATURES)
+            if isinstance(result, Decision):
+                devices = [r["device"] for r in (result.allocation or {}).get("devices", {}).get("results", [])]
+                lines.append(f"  {name}: fits" + (f" (devices {', '.join(devices)})" if devices else ""))
+            else:
+                reason = next(iter(result.reasons), result.message)
+                lines.append(f"  {name}: {reason}")
+    finally:
+        state.nodes = all_nodes
+    return lines
+
+
+async def explain(kube: Kube, namespace: str, name: str) -> str:
+    pod = await kube.get(PODS, name, namespace)
+    if pod["spec"].get("nodeName"):
+        claims = {
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}": c
+            for c in await kube.list(RESOURCE_CLAIMS, namespace)
+        }
+        return "\n".join(explain_bound(pod, claims))
+    state = await load_state(kube)
+    state.upsert_pod(pod)
+    return "\n".join(explain_pending(state, pod["metadata"]["uid"]))
