@@ -10,15 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from draxr import logs
-from draxr.core.claims import rfc3339
+from draxr.core.claims import micro_time, rfc3339
 from draxr.core.state import PodInfo
 from draxr.kube import EVENTS, MERGE_PATCH, PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
 
 log = logs.get("draxr.events")
-
-
-def _micro(ts: datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -45,7 +41,7 @@ class Recorder:
         try:
             if last is not None and last.note == note:
                 last.count += 1
-                patch = {"series": {"count": last.count, "lastObservedTime": _micro(now)}}
+                patch = {"series": {"count": last.count, "lastObservedTime": micro_time(now)}}
                 await self.kube.patch(EVENTS, last.name, patch, pod.namespace, content_type=MERGE_PATCH)
                 return
             name = f"{pod.name}.{secrets.token_hex(8)}"
@@ -65,7 +61,7 @@ class Recorder:
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": pod.namespace},
-            "eventTime": _micro(now),
+            "eventTime": micro_time(now),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": action,

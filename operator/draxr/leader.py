@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from draxr import logs
+from draxr.core.claims import micro_time
 from draxr.kube import ApiException, Kube, Resource, api_message
 
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
@@ -33,10 +34,6 @@ def default_identity() -> str:
 
 def _why(e: BaseException) -> str:
     return api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
-
-
-def _micro(ts: datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -87,7 +84,7 @@ class LeaderElector:
             lease = await self.kube.get(LEASES, self.name, self.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 lease["spec"]["leaseDurationSeconds"] = 1
-                lease["spec"]["renewTime"] = _micro(datetime.now(UTC))
+                lease["spec"]["renewTime"] = micro_time(datetime.now(UTC))
                 lease["spec"]["holderIdentity"] = ""
                 await self.kube.replace(LEASES, lease, self.namespace)
 
@@ -152,7 +149,7 @@ class LeaderElector:
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.lease_duration)),
-            "acquireTime": acquired if isinstance(acquired, str) else _micro(acquired),
-            "renewTime": _micro(now),
+            "acquireTime": acquired if isinstance(acquired, str) else micro_time(acquired),
+            "renewTime": micro_time(now),
             "leaseTransitions": transitions,
         }

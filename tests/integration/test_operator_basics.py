@@ -73,10 +73,7 @@ async def test_draxr_writes_what_kube_scheduler_writes(
     )
     resource = {k: f"{names}.example.com/{k}" for k in "abc"}
     resource["implicit"] = f"deviceclass.resource.kubernetes.io/{names}-c"
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         outputs = []
         for scheduler in ("default-scheduler", SCHEDULER):
             created = await kube.create(PODS, _shape_pod(SHAPES[shape], resource, scheduler), namespace)
@@ -87,8 +84,6 @@ async def test_draxr_writes_what_kube_scheduler_writes(
             await eventually(lambda: _gone(kube, namespace))
         ref, ours = outputs
         assert ours == ref
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def _gone(kube: Kube, namespace: str) -> bool:
@@ -132,10 +127,7 @@ async def test_claim_released_when_pod_completes_and_waiting_pod_gets_the_device
         driver=f"{names}.example.com",
         classes={f"{names}-gpu": f"{names}.example.com/gpu"},
     )
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         ext = f"{names}.example.com/gpu"
         await kube.create(
             PODS, pod("first", {ext: "2"}, scheduler=SCHEDULER, annotations={RUN_FOR_ANNOTATION: "3s"}), namespace
@@ -163,5 +155,3 @@ async def test_claim_released_when_pod_completes_and_waiting_pod_gets_the_device
         events = await kube.list(EVENTS, namespace)
         reasons = {(e["regarding"]["name"], e["reason"]) for e in events if e.get("reportingController") == SCHEDULER}
         assert {("first", "Scheduled"), ("second", "FailedScheduling"), ("second", "Scheduled")} <= reasons
-    finally:
-        await fakedriver.delete(kube, objs)

@@ -34,10 +34,7 @@ async def test_device_plugin_node_gets_no_claim_dra_node_gets_devices(
     fleet = _fleet(
         names, dra_nodes=1, device_plugin_nodes=1, devices_per_node=4, device_plugin_resource=f"{names}.example.com/gpu"
     )
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         dra_node, dp_node = fleet.node_names()
         ext = f"{names}.example.com/gpu"
         for name, node in (("on-dp", dp_node), ("on-dra", dra_node)):
@@ -56,8 +53,6 @@ async def test_device_plugin_node_gets_no_claim_dra_node_gets_devices(
         assert on_dra["spec"]["nodeName"] == dra_node
         [claim] = await _claims(kube, namespace)
         assert claim["metadata"]["ownerReferences"][0]["name"] == "on-dra"
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_more_than_32_devices_is_unschedulable_with_a_clear_reason(
@@ -115,10 +110,7 @@ async def test_stale_claim_of_an_earlier_attempt_is_rolled_back_not_reused(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
     fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         ext, cls = f"{names}.example.com/gpu", f"{names}-gpu"
         # A scheduling gate holds the pod while the stale claim (as a crashed attempt leaves it) is planted.
         body = pod("p", {ext: "1"}, scheduler=SCHEDULER)
@@ -136,8 +128,6 @@ async def test_stale_claim_of_an_earlier_attempt_is_rolled_back_not_reused(
             return [c["metadata"]["name"] for c in await _claims(kube, namespace)] == [used]
 
         assert await eventually(only_used_left) is True
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_quota_on_extended_and_class_keys_does_not_double_count_the_special_claim(
@@ -186,10 +176,7 @@ async def test_pods_deleted_while_being_scheduled_leave_no_claim(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
     fleet = _fleet(names, dra_nodes=2, devices_per_node=4)
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         ext = f"{names}.example.com/gpu"
         for i in range(8):
             await kube.create(PODS, pod(f"short-{i}", {ext: "1"}, scheduler=SCHEDULER), namespace)
@@ -204,8 +191,6 @@ async def test_pods_deleted_while_being_scheduled_leave_no_claim(
         # Every device is free again: a pod wanting all 4 devices of a node fits.
         await kube.create(PODS, pod("all", {ext: "4"}, scheduler=SCHEDULER), namespace)
         await eventually(lambda: _bound_with_status(kube, "all", namespace))
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_pending_pod_is_scheduled_when_a_node_appears(
@@ -231,28 +216,20 @@ async def test_node_deleted_then_its_devices_are_not_used(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
     fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         await kube.delete(NODES, fleet.node_names()[0])
         await asyncio.sleep(1)  # the watch delivers the deletion
         await kube.create(PODS, pod("orphan", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
         cond = await eventually(lambda: _condition(kube, "orphan", namespace))
         assert cond["reason"] == "Unschedulable"
         assert not await _claims(kube, namespace)
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_slice_generation_bump_while_pod_is_queued(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
     fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet) as objs:
         ext = f"{names}.example.com/gpu"
         await kube.create(PODS, pod("big", {ext: "3"}, scheduler=SCHEDULER), namespace)
         await eventually(lambda: _condition(kube, "big", namespace))
@@ -272,8 +249,6 @@ async def test_slice_generation_bump_while_pod_is_queued(
         results = claim["status"]["allocation"]["devices"]["results"]
         assert [r["device"] for r in results] == ["gpu-0", "gpu-1", "gpu-2"]
         assert bound["spec"]["nodeName"] == node
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_explicit_name_newest_class_wins_and_moving_the_name(

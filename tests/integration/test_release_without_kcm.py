@@ -77,10 +77,7 @@ async def _run_to_completion(kube: Kube, namespace: str, scheduler: str = "draxr
         driver=f"{namespace}.example.com",
         classes={f"{namespace}-gpu": f"{namespace}.example.com/gpu"},
     )
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    async with fakedriver.deployed(kube, fleet):
         body = pod(
             "job", {f"{namespace}.example.com/gpu": "2"}, scheduler=scheduler, annotations={RUN_FOR_ANNOTATION: "2s"}
         )
@@ -99,8 +96,6 @@ async def _run_to_completion(kube: Kube, namespace: str, scheduler: str = "draxr
 
         await eventually(finished_and_released, timeout=60)
         return name, [c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)]
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_draxr_releases_claims_without_the_kcm_controller(

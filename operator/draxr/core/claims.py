@@ -39,6 +39,11 @@ def rfc3339(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def micro_time(ts: datetime) -> str:
+    """metav1.MicroTime (Events, Leases): microsecond precision, UTC, 'Z'."""
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def allocated_status(
     pod: Mapping[str, Any], allocation: Mapping[str, Any], now: datetime, *, stamp: bool = True
 ) -> JSONDict:

@@ -76,6 +76,7 @@ spec:
 tests decide which pods finish. kwok's stock completion stage only handles Job-owned pods."""
 
 RUN_FOR_ANNOTATION = "draxr.io/run-for"
+_START_ATTEMPTS = 3
 
 
 class ControlPlaneError(RuntimeError):
@@ -91,13 +92,18 @@ def free_port() -> int:
 @dataclass
 class Options:
     """What to run. ``kcm_controllers`` is KCM's ``--controllers`` value; ``feature_gates`` is passed
-    to every component (needed for DRAExtendedResource on 1.34/1.35 only)."""
+    to every component (needed for DRAExtendedResource on 1.34/1.35 only). ``scheduler_qps`` and
+    ``scheduler_burst`` are kube-scheduler's client rate limit (its clientConnection);
+    ``apiserver_extra_args`` are appended to kube-apiserver's flags (the benchmark's audit log)."""
 
     scheduler: bool = False
     kwok: bool = True
     kcm_controllers: str = "*"
     feature_gates: str = ""
     kwok_stages: tuple[str, ...] = ("node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-delete")
+    scheduler_qps: float = 200
+    scheduler_burst: int = 400
+    apiserver_extra_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -135,11 +141,18 @@ class ControlPlane:
         ServiceAccount exists. On any failure the components already started are stopped."""
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         t0 = time.monotonic()
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start(timeout)
+                break
+            except ControlPlaneError as e:
+                self.stop()
+                # free_port() is racy: another process may bind the port first. Retry with new ports.
+                if "address already in use" not in str(e) or attempt == _START_ATTEMPTS:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
         self.timings["total"] = time.monotonic() - t0
         self._save_state()
 
@@ -364,6 +377,7 @@ class ControlPlane:
             "--max-mutating-requests-inflight=400",
             "--v=1",
             *self._gates(),
+            *self.options.apiserver_extra_args,
         ]
 
     def _kcm_argv(self) -> list[str]:
@@ -398,7 +412,11 @@ class ControlPlane:
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+                    "clientConnection": {
+                        "kubeconfig": str(kubeconfig),
+                        "qps": self.options.scheduler_qps,
+                        "burst": self.options.scheduler_burst,
+                    },
                     "leaderElection": {"leaderElect": False},
                     "enableProfiling": False,
                 },

@@ -7,7 +7,9 @@ Node addresses are labels only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid as uuidlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,6 +220,19 @@ async def wait_nodes_ready(kube: Kube, names: list[str], timeout: float = 90.0) 
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"nodes not Ready and untainted after {timeout:.0f}s: {sorted(pending)}")
         await asyncio.sleep(0.5)
+
+
+@contextlib.asynccontextmanager
+async def deployed(kube: Kube, fleet: Fleet, *, ready: bool = True) -> AsyncIterator[list[JSON]]:
+    """The fleet's objects exist (and its nodes are Ready) inside the block, and are deleted after."""
+    objs = fleet.manifests()
+    await apply(kube, objs)
+    try:
+        if ready:
+            await wait_nodes_ready(kube, fleet.node_names())
+        yield objs
+    finally:
+        await delete(kube, objs)
 
 
 def _ready(n: JSON) -> bool:
