@@ -12,6 +12,7 @@ import atexit
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +24,7 @@ from draxr.app import Operator, connect
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane, Options
-from draxr.kube import NAMESPACES, Kube
+from draxr.kube import NAMESPACES, SERVICE_ACCOUNTS, Kube
 from draxr.settings import Settings
 
 
@@ -95,11 +96,44 @@ async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
     await fakedriver.delete(kube, objs)
 
 
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+
+
 @pytest.fixture(scope="session")
-async def operator(control_plane: ControlPlane) -> AsyncIterator[Operator]:
-    """draxr running embedded in the test process with the admin identity (scheduler name "draxr")."""
+async def operator(
+    control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Operator]:
+    """draxr embedded in the test process (scheduler name "draxr") as the Deployment's pod runs it:
+    in-cluster configuration with the token of the manifests' ServiceAccount, so every scenario
+    exercises the least-privilege RBAC of manifests/ (and its leader-election Lease)."""
+    kubectl = ensure_binaries() / "kubectl"
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+    applied = await asyncio.to_thread(
+        subprocess.run,
+        [str(kubectl), "apply", "-k", str(MANIFESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    token = await kube.create(
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 7200}},
+        "draxr-system",
+        name="draxr",
+        subresource="token",
+    )
+    sa_dir = tmp_path_factory.mktemp("serviceaccount")
+    (sa_dir / "token").write_text(token["status"]["token"])
+    shutil.copyfile(control_plane.pki.ca_crt, sa_dir / "ca.crt")
+    os.environ["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"  # read by the in-cluster loader only
+    os.environ["KUBERNETES_SERVICE_PORT"] = str(control_plane.ports["api"])
     settings = Settings(
-        kubeconfig=str(control_plane.kubeconfig),
+        kubeconfig=None,
+        serviceaccount_dir=str(sa_dir),
+        leader_election_namespace="draxr-system",
         metrics_port=0,
         health_port=0,
         backoff_initial_seconds=0.2,
@@ -108,12 +142,12 @@ async def operator(control_plane: ControlPlane) -> AsyncIterator[Operator]:
         release_sweep_seconds=5,
         log_format="console",
     )
-    kube, cfg = await connect(settings)
-    op = Operator(settings, kube, cfg)
+    kube_sa, cfg = await connect(settings)
+    op = Operator(settings, kube_sa, cfg)
     stop = asyncio.Event()
     task = asyncio.create_task(op.run(stop))
     await asyncio.wait_for(op.synced.wait(), 60)
     yield op
     stop.set()
     await asyncio.wait_for(task, 60)
-    await kube.close()
+    await kube_sa.close()
