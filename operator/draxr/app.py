@@ -16,12 +16,13 @@ from kubernetes_asyncio import client, config
 from prometheus_client import start_http_server
 
 from draxr import logs
-from draxr.core import gc
+from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.handlers import Sink, build_registry
 from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
 from draxr.leader import LeaderElector, default_identity
+from draxr.mapping_status import MappingStatusWriter, list_mappings
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
 
@@ -70,6 +71,15 @@ class Operator(Sink):
         self.scheduler = Scheduler(kube, self.state, settings, self.recorder)
         self.releaser = self.scheduler.releaser
         self.synced = asyncio.Event()
+        self.mapping_objects: dict[str, dict[str, Any]] = {}  # ExtendedResourceMapping CRs by name
+        self.mapping_status = MappingStatusWriter(
+            kube,
+            self.state,
+            lambda: self.mapping_objects,
+            features=self.scheduler.features,
+            interval=settings.mapping_status_seconds,
+            gone=self._mapping_gone,
+        )
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
 
@@ -93,13 +103,36 @@ class Operator(Sink):
     def claim_upserted(self, claim: dict[str, Any]) -> None:
         self.state.upsert_claim(claim)
         self.scheduler.cluster_changed()
+        self.mapping_status.nudge()
 
     def claim_deleted(self, claim: dict[str, Any]) -> None:
         self.state.remove_claim(claim["metadata"]["namespace"], claim["metadata"]["name"])
         self.scheduler.cluster_changed()
+        self.mapping_status.nudge()
 
     def cluster_changed(self) -> None:
         self.scheduler.cluster_changed()
+        self.mapping_status.nudge()
+
+    def mapping_upserted(self, obj: dict[str, Any]) -> None:
+        self.mapping_objects[obj["metadata"]["name"]] = obj
+        self._remap()
+
+    def mapping_deleted(self, obj: dict[str, Any]) -> None:
+        self._mapping_gone(obj["metadata"]["name"])
+
+    def _mapping_gone(self, name: str) -> None:
+        if self.mapping_objects.pop(name, None) is not None:
+            self._remap()
+
+    def _remap(self) -> None:
+        """Overrides from the CRs; only a change of what they map (not our own status writes)
+        re-resolves the names and wakes the scheduler."""
+        overrides = mappings_crd.overrides(mappings_crd.parse_all(self.mapping_objects.values()))
+        if overrides != self.state.overrides:
+            self.state.set_overrides(overrides)
+            self.scheduler.cluster_changed()
+        self.mapping_status.nudge()
 
     # ---- start-up ---------------------------------------------------------------------------------
     async def initial_sync(self) -> None:
@@ -122,6 +155,10 @@ class Operator(Sink):
             self.state.upsert_claim(c)
         for p in pods:
             self.pod_upserted(p)
+        mappings = await list_mappings(self.kube)  # None: the CRD is not installed
+        for m in mappings or ():
+            self.mapping_objects[m["metadata"]["name"]] = m
+        self._remap()
         log.info(
             "initial sync done",
             nodes=len(nodes),
@@ -129,6 +166,7 @@ class Operator(Sink):
             classes=len(classes),
             claims=len(claims),
             pods=len(pods),
+            mappings=len(mappings) if mappings is not None else "CRD not installed",
         )
         self.synced.set()
 
@@ -156,11 +194,12 @@ class Operator(Sink):
         return s
 
     async def lead(self) -> None:
-        """What only the leader does: roll back what a crashed leader left, schedule, release."""
+        """What only the leader does: roll back what a crashed leader left, schedule, release, and
+        write the mapping CRs' status."""
         await self.roll_back_stale_claims()
         log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
         try:
-            await asyncio.gather(self.scheduler.run(), self.release_loop())
+            await asyncio.gather(self.scheduler.run(), self.release_loop(), self.mapping_status.run())
         finally:
             self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from . import __version__
 
@@ -18,10 +20,76 @@ def _version(_: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from draxr.app import main as run_operator
+    from draxr.kube import set_default_rate_limit
     from draxr.settings import Settings
 
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
-    asyncio.run(run_operator(Settings(**overrides)))
+    settings = Settings(**overrides)
+    set_default_rate_limit(settings.client_qps, settings.client_burst)
+    asyncio.run(run_operator(settings))
+    return 0
+
+
+async def _connect(kubeconfig: str | None) -> Any:
+    from draxr.app import connect
+    from draxr.settings import Settings
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    kube, _ = await connect(Settings(kubeconfig=path) if path else Settings())
+    return kube
+
+
+async def _capacity_rows(args: argparse.Namespace) -> list[Any]:
+    from draxr.core.capacity import cluster_capacity
+    from draxr.snapshot import load_state
+
+    kube = await _connect(args.kubeconfig)
+    try:
+        state = await load_state(kube)
+    finally:
+        await kube.close()
+    return cluster_capacity(state, args.resource or None, include_implicit=args.implicit)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    """Why a pod is pending (per node), or what it got (node, claim, devices, mappings)."""
+    from draxr.explain import explain
+
+    namespace, _, name = args.pod.rpartition("/")
+
+    async def go() -> str:
+        kube = await _connect(args.kubeconfig)
+        try:
+            return await explain(kube, namespace or "default", name)
+        finally:
+            await kube.close()
+
+    print(asyncio.run(go()))
+    return 0
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    """Per extended resource and node: total / allocated / free, served by DRA or a device plugin."""
+    from draxr.core.capacity import summarize
+
+    rows = asyncio.run(_capacity_rows(args))
+    table = [("RESOURCE", "NODE", "SERVED BY", "TOTAL", "ALLOCATED", "FREE", "CLASSES")]
+    by_name: dict[str, list[Any]] = {}
+    for r in rows:
+        by_name.setdefault(r.resource_name, []).append(r)
+    for name, group in by_name.items():
+        for r in group:
+            table.append(
+                (name, r.node, r.served_by, str(r.total), str(r.allocated), str(r.free), ",".join(r.classes) or "-")
+            )
+        s = summarize(group)
+        table.append((name, f"(all {s.nodes} nodes)", "", str(s.total), str(s.allocated), str(s.free), ""))
+    if len(table) == 1:
+        print("no extended resources are mapped or advertised")
+        return 0
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -53,10 +121,23 @@ def main(argv: list[str] | None = None) -> int:
             f"--{name.replace('_', '-')}",
             dest=name,
             default=None,
-            type=type(field.default) if isinstance(field.default, int | float) else str,
+            type=_flag_type(field.default),
             help=field.description,
         )
     run.set_defaults(func=_run)
+    cap = sub.add_parser(
+        "capacity", help="total / allocated / free per extended resource and node, DRA or device plugin"
+    )
+    cap.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: $KUBECONFIG, else in-cluster)")
+    cap.add_argument("--resource", action="append", help="only this extended resource name (repeatable)")
+    cap.add_argument(
+        "--implicit", action="store_true", help="also the implicit deviceclass.resource.kubernetes.io/<class> names"
+    )
+    cap.set_defaults(func=_capacity)
+    exp = sub.add_parser("explain", help="why a pod is pending, node by node, or what it got")
+    exp.add_argument("pod", help="NAMESPACE/NAME (namespace defaults to 'default')")
+    exp.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: $KUBECONFIG, else in-cluster)")
+    exp.set_defaults(func=_explain)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

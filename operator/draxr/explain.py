@@ -4,36 +4,14 @@ operator, nothing assumed or written."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, schedule
 from draxr.core.state import ClusterState
-from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
-
-
-async def load_state(kube: Kube) -> ClusterState:
-    nodes, slices, classes, claims, pods = await asyncio.gather(
-        kube.list(NODES, limit=500),
-        kube.list(RESOURCE_SLICES, limit=500),
-        kube.list(DEVICE_CLASSES, limit=500),
-        kube.list(RESOURCE_CLAIMS, limit=500),
-        kube.list(PODS, limit=500),
-    )
-    state = ClusterState()
-    for n in nodes:
-        state.upsert_node(n)
-    for s in slices:
-        state.upsert_slice(s)
-    for c in classes:
-        state.upsert_class(c)
-    for c in claims:
-        state.upsert_claim(c)
-    for p in pods:
-        state.upsert_pod(p)
-    return state
+from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr.snapshot import load_state
 
 
 def explain_bound(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> list[str]:

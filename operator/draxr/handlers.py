@@ -25,6 +25,8 @@ class Sink:
     def claim_upserted(self, claim: dict[str, Any]) -> None: ...
     def claim_deleted(self, claim: dict[str, Any]) -> None: ...
     def cluster_changed(self) -> None: ...
+    def mapping_upserted(self, obj: dict[str, Any]) -> None: ...
+    def mapping_deleted(self, obj: dict[str, Any]) -> None: ...
 
 
 def build_registry(sink: Sink, login: Callable[..., Any]) -> kopf.OperatorRegistry:
@@ -70,5 +72,12 @@ def build_registry(sink: Sink, login: Callable[..., Any]) -> kopf.OperatorRegist
     async def claims(event: dict[str, Any], **_: Any) -> None:
         obj = event["object"]
         sink.claim_deleted(obj) if deleted(event) else sink.claim_upserted(obj)
+
+    # ExtendedResourceMapping CRs. Without the CRD installed kopf just waits for it to appear
+    # (it watches CRDs); draxr schedules meanwhile from DeviceClass mappings alone.
+    @kopf.on.event("draxr.io", "v1alpha1", "extendedresourcemappings", registry=registry)  # type: ignore[arg-type]
+    async def mappings(event: dict[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        sink.mapping_deleted(obj) if deleted(event) else sink.mapping_upserted(obj)
 
     return registry

@@ -6,7 +6,9 @@ client does not know are dropped on read), and building them costs CPU on hot pa
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,11 +64,46 @@ ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True
 _OBJECT = {200: "object", 201: "object", 202: "object"}
 
 
-class Kube:
-    """Async JSON access to the API server. Errors surface as kubernetes-asyncio ``ApiException``."""
+class RateLimiter:
+    """Client-side token bucket, as client-go's (``qps`` tokens a second, at most ``burst`` saved):
+    a request that finds no token waits for its turn. Reservations are taken in call order."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+
+    async def acquire(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            await asyncio.sleep(-self._tokens / self.qps)
+
+
+_default_limit: tuple[float, int] = (0.0, 0)
+
+
+def set_default_rate_limit(qps: float, burst: int) -> None:
+    """QPS/burst of every Kube created afterwards without an explicit limiter (qps 0: unlimited)."""
+    global _default_limit
+    _default_limit = (qps, burst)
+
+
+def _default_limiter() -> RateLimiter | None:
+    qps, burst = _default_limit
+    return RateLimiter(qps, burst or max(1, int(qps))) if qps > 0 else None
+
+
+class Kube:
+    """Async JSON access to the API server. Errors surface as kubernetes-asyncio ``ApiException``.
+    Requests pass through ``limiter`` when set (by default the process-wide client rate limit)."""
+
+    def __init__(self, api: client.ApiClient, limiter: RateLimiter | None = None) -> None:
         self.api = api
+        self.limiter = limiter if limiter is not None else _default_limiter()
 
     @classmethod
     async def from_kubeconfig(cls, path: Path | str) -> Kube:
@@ -98,6 +135,8 @@ class Kube:
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
+        if self.limiter is not None:
+            await self.limiter.acquire()
         try:
             data = await self.api.call_api(
                 path,
@@ -190,4 +229,4 @@ def api_message(e: ApiException) -> str:
     return str(_body(e).get("message") or f"{e.status} {e.reason}")
 
 
-__all__ = ["JSON", "ApiException", "Kube", "Resource", "api_message"]
+__all__ = ["JSON", "ApiException", "Kube", "RateLimiter", "Resource", "api_message", "set_default_rate_limit"]

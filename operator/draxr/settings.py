@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     backoff_max_seconds: float = Field(60.0, gt=0)
     unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")
     release_sweep_seconds: float = Field(30.0, gt=0, description="periodic sweep for claims to release")
+    mapping_status_seconds: float = Field(
+        10.0, gt=0, description="ExtendedResourceMapping status (conditions, capacity) refreshed at least this often"
+    )
     metrics_port: int = Field(8080, ge=0, description="Prometheus /metrics (0: off)")
     health_port: int = Field(8081, ge=0, description="kopf liveness /healthz (0: off)")
     bind_address: str = Field("0.0.0.0", description="address of the metrics and health servers")
@@ -38,5 +41,7 @@ class Settings(BaseSettings):
     lease_duration_seconds: float = Field(15.0, gt=0)
     renew_deadline_seconds: float = Field(10.0, gt=0)
     retry_period_seconds: float = Field(2.0, gt=0)
+    client_qps: float = Field(0.0, ge=0, description="client-side API rate limit, requests/s (0: unlimited)")
+    client_burst: int = Field(0, ge=0, description="client-side API burst (0: same as --client-qps)")
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")

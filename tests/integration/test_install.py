@@ -246,6 +246,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
 ) -> None:
     created = installed.stdout
     for obj in (
+        "customresourcedefinition.apiextensions.k8s.io/extendedresourcemappings.draxr.io",
         "namespace/draxr-system",
         "serviceaccount/draxr",
         "clusterrole.rbac.authorization.k8s.io/draxr",
@@ -262,7 +263,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
         again = await asyncio.to_thread(kubectl, control_plane, "apply", "-k", str(MANIFESTS), *args)
         assert again.returncode == 0, again.stderr
         lines = [line for line in again.stdout.splitlines() if line.strip()]
-        assert len(lines) == 8, again.stdout
+        assert len(lines) == 9, again.stdout
         assert all("unchanged" in line for line in lines), again.stdout
 
     dep = await kube.get(DEPLOYMENTS, "draxr", NAMESPACE)

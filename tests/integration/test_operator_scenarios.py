@@ -59,16 +59,12 @@ async def test_more_than_32_devices_is_unschedulable_with_a_clear_reason(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
     fleet = _fleet(names, dra_nodes=1, devices_per_node=4)
-    objs = fleet.manifests()
-    await fakedriver.apply(kube, objs)
-    try:
+    async with fakedriver.deployed(kube, fleet):  # Ready: the 32-device limit is the node's only reason
         await kube.create(PODS, pod("huge", {f"{names}.example.com/gpu": "33"}, scheduler=SCHEDULER), namespace)
         cond = await eventually(lambda: _condition(kube, "huge", namespace))
         assert cond["reason"] == "Unschedulable"
         assert "33 devices, more than the 32 allowed in one claim" in cond["message"]
         assert not await _claims(kube, namespace)
-    finally:
-        await fakedriver.delete(kube, objs)
 
 
 async def test_invalid_cel_in_one_class_does_not_stop_other_pods(

@@ -282,12 +282,17 @@ def test_override_without_classes_is_ignored() -> None:
     assert m.class_for("example.com/gpu") == "gpu"
 
 
-def test_override_conflicts_resolved_like_classes() -> None:
+def test_override_conflicts_the_oldest_wins() -> None:
     a = OverrideMapping("example.com/gpu", ("a",), origin="m-a", creation_timestamp=rfc3339(NOW))
     b = OverrideMapping("example.com/gpu", ("b",), origin="m-b", creation_timestamp=rfc3339(NOW))
     c = OverrideMapping("example.com/gpu", ("c",), origin="m-c", creation_timestamp=NOW + timedelta(seconds=1))
-    assert build_mapping([], [b, a]).class_for("example.com/gpu") == "a"
-    assert build_mapping([], [a, b, c]).class_for("example.com/gpu") == "c"
+    z = OverrideMapping("example.com/gpu", ("z",), origin="m-z", creation_timestamp=NOW - timedelta(seconds=1))
+    assert build_mapping([], [b, a]).class_for("example.com/gpu") == "a"  # same age: the smaller CR name
+    assert build_mapping([], [c, b, a]).class_for("example.com/gpu") == "a"  # the newer c loses
+    assert build_mapping([], [a, b, c, z]).class_for("example.com/gpu") == "z"
+    resolved = build_mapping([], [c, z]).lookup("example.com/gpu")
+    assert resolved is not None
+    assert resolved.origin == "m-z"
 
 
 def test_resolved_mapping_is_hashable_with_opaque_data() -> None:

@@ -12,7 +12,8 @@ specifies:
 3. the reverse map class name -> declared N (every declaring class, winner or not, as upstream's
    `GetExtendedResource`, used by quota).
 
-Overrides (the later `ExtendedResourceMapping` CRD) win over both for the same name.
+Overrides (from `ExtendedResourceMapping` CRs, see `mappings_crd`) win over both for the same name;
+among overrides of one name the oldest wins.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "is_extended_resource_name",
     "is_native_resource",
     "is_prefixed_native_resource",
+    "override_key",
 ]
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
@@ -93,9 +95,11 @@ def implicit_resource_name(class_name: str) -> str:
 class OverrideMapping:
     """One name -> ordered class list from a mapping CR; wins over DeviceClass mappings.
 
-    `node_selector` and `selectors` are carried through untouched for the allocator (opaque here).
-    When several overrides claim one name, the same rule as for classes picks one: newest
-    `creation_timestamp`, then the smaller `origin` (e.g. the CR name), then the smaller class list.
+    `node_selector` (a core/v1 NodeSelector) and `selectors` (CEL expressions) are carried through
+    untouched (opaque here). When several overrides claim one name, the OLDEST wins (unlike classes,
+    where the newest does: a second mapping CR must not silently take a name over; it reports
+    Conflict instead): oldest `creation_timestamp`, then the smaller `origin` (the CR name), then the
+    smaller class list. See `override_key`.
     """
 
     resource_name: str
@@ -115,6 +119,7 @@ class ResolvedMapping:
     source: Source
     node_selector: Any = field(default=None, hash=False)
     selectors: tuple[Any, ...] = field(default=(), hash=False)
+    origin: str = field(default="", compare=False)  # the mapping CR's name for overrides
 
     @property
     def class_name(self) -> str:
@@ -189,6 +194,16 @@ def _newest_first(ts: datetime) -> tuple[int, int]:
     return (-delta.days, -(delta.seconds * 1_000_000 + delta.microseconds))
 
 
+def _oldest_first(ts: datetime) -> tuple[int, int]:
+    delta = ts - _EPOCH_MIN
+    return (delta.days, delta.seconds * 1_000_000 + delta.microseconds)
+
+
+def override_key(ov: OverrideMapping) -> tuple[tuple[int, int], str, tuple[str, ...]]:
+    """Preference among overrides of one name: the smallest key wins (oldest, then origin, then classes)."""
+    return (_oldest_first(_timestamp(ov.creation_timestamp)), ov.origin, tuple(ov.class_names))
+
+
 def build_mapping(
     device_classes: Iterable[Mapping[str, Any]],
     overrides: Iterable[OverrideMapping] = (),
@@ -223,13 +238,13 @@ def build_mapping(
     for ov in overrides:
         if not ov.class_names:
             continue
-        okey = (_newest_first(_timestamp(ov.creation_timestamp)), ov.origin, tuple(ov.class_names))
+        okey = override_key(ov)
         cur = override_winner.get(ov.resource_name)
         if cur is None or okey < cur[0]:
             override_winner[ov.resource_name] = (okey, ov)
     for rname, (_, ov) in override_winner.items():
         by_name[rname] = ResolvedMapping(
-            rname, tuple(ov.class_names), "override", ov.node_selector, tuple(ov.selectors)
+            rname, tuple(ov.class_names), "override", ov.node_selector, tuple(ov.selectors), ov.origin
         )
 
     return ExtendedResourceMapping(MappingProxyType(by_name), MappingProxyType(explicit_by_class))

@@ -15,7 +15,8 @@ from typing import Any
 
 from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
-from draxr.core.requests import DeviceRequest, NodeRequests, RequestMapping, prepare_pod
+from draxr.core.mappings_crd import invalid_selectors
+from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.state import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ClusterState, NodeInfo, NodeUsage, PodInfo
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
@@ -216,7 +217,9 @@ def schedule(
     checked = _fit_checked(pod)
     cpu, memory = pod.units.get("cpu") or DEFAULT_MILLI_CPU, pod.units.get("memory") or DEFAULT_MEMORY
     least = scoring is Scoring.LEAST_ALLOCATED
-    by_dp_names: dict[frozenset[str], NodeRequests] = {}
+    by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
+    node_restricted = prepared.node_restricted
+    no_unmapped: frozenset[str] = frozenset()
 
     reasons: Counter[str] = Counter()
     allocator: Allocator | None = None
@@ -235,11 +238,18 @@ def schedule(
                     reasons[reason] += 1
                     continue
             # The split between device plugin and DRA depends only on which requested names the
-            # node advertises in allocatable: nodes that agree share one result.
-            key = candidates_names & node.device_plugin_names
+            # node advertises in allocatable (and, for mapping CRs with a nodeSelector, which names
+            # that selector leaves unmapped here): nodes that agree share one result.
+            unmapped = prepared.unmapped_on(node.raw) if node_restricted else no_unmapped
+            key = (candidates_names & node.device_plugin_names, unmapped)
             ext = by_dp_names.get(key)
             if ext is None:
-                ext = by_dp_names[key] = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {})
+                ext = by_dp_names[key] = prepared.for_allocatable(
+                    node.raw.get("status", {}).get("allocatable") or {}, unmapped
+                )
+                problem = _mapping_problem(prepared, ext)
+                if problem is not None:
+                    return Unschedulable(problem, unresolvable=True)
             fit = _insufficient(checked, node, usage, ext.dra)
             if fit or ext.reasons:
                 for r in dict.fromkeys([*fit, *ext.reasons]):
@@ -255,31 +265,73 @@ def schedule(
             if ext.needs_claim:
                 if allocator is None:
                     allocator = Allocator(state.inventory, state.allocated(), features)
-                wanted = _devices_per_class(ext.dra_requests)
-                memo_key = (cand.node.name, cand.node.labels_key, frozenset(wanted.items()))
-                reason = no_fit_memo.get(memo_key)
-                if reason is None:
-                    quick = allocator.cannot_fit(cand.node.raw, wanted)
-                    if quick is not None:
-                        reason = quick[0]
-                        if quick[1]:
-                            no_fit_memo[memo_key] = reason
-                if reason is not None:
-                    reasons[reason] += 1
+                reason = None
+                # Mapping CRs list classes in order of preference: the same requests with the next
+                # class when the previous one cannot fit on this node. Trying whole claims per node
+                # (rather than one `firstAvailable` request with a subrequest per class) keeps the
+                # claim in KEP-5004's plain `exactly` shape, whose request names kubelet matches
+                # against the pod's requestMappings, and keeps the cheap per-class fit check.
+                for option in _class_options(prepared, cand, state):
+                    wanted = _devices_per_class(option.dra_requests)
+                    memo_key = (cand.node.name, cand.node.labels_key, frozenset(wanted.items()))
+                    reason = no_fit_memo.get(memo_key)
+                    if reason is None:
+                        quick = allocator.cannot_fit(cand.node.raw, wanted)
+                        if quick is not None:
+                            reason = quick[0]
+                            if quick[1]:
+                                no_fit_memo[memo_key] = reason
+                    if reason is not None:
+                        continue
+                    try:
+                        outcome = allocator.allocate(
+                            cand.node.raw, [_claim_for_allocation(pod, option.claim_requests())]
+                        )
+                    except AllocationFatalError as err:
+                        return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind)
+                    if not isinstance(outcome, Allocated):
+                        reason = outcome.reason
+                        continue
+                    allocation = outcome.results[0]
+                    ext = option
+                    break
+                if allocation is None:
+                    reasons[reason or "cannot allocate all claims"] += 1
                     continue
-                try:
-                    outcome = allocator.allocate(cand.node.raw, [_claim_for_allocation(pod, ext.claim_requests())])
-                except AllocationFatalError as err:
-                    return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind)
-                if not isinstance(outcome, Allocated):
-                    reasons[outcome.reason] += 1
-                    continue
-                allocation = outcome.results[0]
             return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated)
     return Unschedulable(_summary(len(names), reasons), dict(reasons))
 
 
 _EMPTY_USAGE = NodeUsage()
+
+
+def _mapping_problem(prepared: PodExtendedResources, ext: NodeRequests) -> str | None:
+    """A mapping CR that serves one of the DRA-served names has a selector that does not compile."""
+    for name in sorted(ext.dra):
+        resolved = prepared.mapping.lookup(name)
+        if resolved is None or resolved.source != "override" or not resolved.selectors:
+            continue
+        bad = invalid_selectors([str(x) for x in resolved.selectors])
+        if bad:
+            return f"ExtendedResourceMapping {resolved.origin} for {name} has an invalid selector: {'; '.join(bad)}"
+    return None
+
+
+def _class_options(prepared: PodExtendedResources, cand: _Candidate, state: ClusterState) -> list[NodeRequests]:
+    """The candidate's requests, then the same with later classes of multi-class mapping CRs;
+    options naming a DeviceClass that does not exist are skipped (unless all do: then the first
+    stays, and the allocator reports the missing class)."""
+    ext = cand.requests
+    choices = prepared.class_choices(ext.dra)
+    if len(choices) == 1:
+        return [ext]
+    unmapped = prepared.unmapped_on(cand.node.raw) if prepared.node_restricted else frozenset()
+    allocatable = (cand.node.raw.get("status") or {}).get("allocatable") or {}
+    options = [ext if not choice else prepared.for_allocatable(allocatable, unmapped, choice) for choice in choices]
+    usable = [
+        o for o in options if all(state.inventory.get_class(r.device_class_name) is not None for r in o.dra_requests)
+    ]
+    return usable or options[:1]
 
 
 def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:

@@ -12,12 +12,14 @@ never stores any).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.mapping import ExtendedResourceMapping, is_dra_extended_resource_name
 from draxr.core.quantity import Quantity, as_int64, parse_quantity, value
 
@@ -35,6 +37,12 @@ __all__ = [
     "pod_requests",
     "prepare_pod",
 ]
+
+# At most this many combinations of preferred classes are tried per node (mapping CRs with several
+# deviceClassNames, for pods that request several such names).
+MAX_CLASS_CHOICES = 16
+# Which class of each multi-class mapping a request set uses: (resource name, index) for indexes > 0.
+ClassChoice = tuple[tuple[str, int], ...]
 
 # resource.k8s.io/v1 limits on one ResourceClaim: more would fail at claim create/status update.
 DEVICE_REQUESTS_MAX_SIZE = 32
@@ -122,21 +130,25 @@ def pod_requests(
 
 @dataclass(frozen=True, order=True)
 class DeviceRequest:
-    """One entry of the special claim's `spec.devices.requests` (ExactCount of one class)."""
+    """One entry of the special claim's `spec.devices.requests` (ExactCount of one class).
+
+    `selectors` (CEL expressions) come only from an ExtendedResourceMapping's `spec.selectors`;
+    DeviceClass mappings never have any, so their claims keep kube-scheduler's exact shape."""
 
     name: str
     device_class_name: str
     count: int
+    selectors: tuple[str, ...] = ()
 
     def to_api(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "exactly": {
-                "deviceClassName": self.device_class_name,
-                "allocationMode": "ExactCount",
-                "count": self.count,
-            },
+        exactly: dict[str, Any] = {
+            "deviceClassName": self.device_class_name,
+            "allocationMode": "ExactCount",
+            "count": self.count,
         }
+        if self.selectors:
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in self.selectors]
+        return {"name": self.name, "exactly": exactly}
 
 
 @dataclass(frozen=True)
@@ -216,7 +228,11 @@ def _containers(pod: Mapping[str, Any]) -> tuple[_Container, ...]:
 
 
 def _request_for(
-    c: _Container, resource: str, class_name: str, reusable: Sequence[DeviceRequest | None]
+    c: _Container,
+    resource: str,
+    class_name: str,
+    reusable: Sequence[DeviceRequest | None],
+    selectors: tuple[str, ...] = (),
 ) -> tuple[DeviceRequest | None, list[RequestMapping]]:
     """`createResourceRequestAndMappings`: reuse `reusable` in order until the container's
     quantity is covered, else add an own request for the rest."""
@@ -238,27 +254,34 @@ def _request_for(
             return None, mappings
     name = f"container-{c.index}-request-{c.sorted_names.index(resource)}"
     mappings.append(RequestMapping(c.name, resource, name))
-    return DeviceRequest(name, class_name, wanted - covered), mappings
+    return DeviceRequest(name, class_name, wanted - covered, selectors), mappings
 
 
 def _build(
-    containers: Sequence[_Container], resources: Iterable[str], mapping: ExtendedResourceMapping
+    containers: Sequence[_Container],
+    resources: Iterable[str],
+    mapping: ExtendedResourceMapping,
+    choice: ClassChoice = (),
 ) -> tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]:
     requests: list[DeviceRequest] = []
     mappings: list[RequestMapping] = []
+    chosen = dict(choice)
     for resource in sorted(set(resources)):
         resolved = mapping.lookup(resource)
         if resolved is None:
             continue
-        # KEP-5004 requests name exactly one class; prioritised override lists are a later step.
-        class_name = resolved.class_name
+        # KEP-5004 requests name exactly one class. A mapping CR's ordered class list is served by
+        # building the same requests with the next class when the previous one cannot fit on the node
+        # (see `class_choices`), so the claim keeps the plain `exactly` shape kubelet and drivers know.
+        class_name = resolved.class_names[min(chosen.get(resource, 0), len(resolved.class_names) - 1)]
+        selectors = tuple(str(x) for x in resolved.selectors) if resolved.source == "override" else ()
 
         # Long-lived containers run together: each gets its own full request.
         long_requests: list[DeviceRequest | None] = [None] * len(containers)
         long_mappings: list[RequestMapping] = []
         for c in containers:
             if c.long_lived:
-                req, maps = _request_for(c, resource, class_name, ())
+                req, maps = _request_for(c, resource, class_name, (), selectors)
                 long_requests[c.index] = req
                 long_mappings.extend(maps)
 
@@ -271,7 +294,7 @@ def _build(
         for c in containers:
             if c.long_lived:
                 continue
-            req, maps = _request_for(c, resource, class_name, long_requests[c.index :])
+            req, maps = _request_for(c, resource, class_name, long_requests[c.index :], selectors)
             if req is not None:
                 short_names.add(req.name)
                 if largest is None or largest.count < req.count:
@@ -314,9 +337,9 @@ class PodExtendedResources:
     """Pod-level count of every DRA-capable extended resource name with a non-zero request."""
     mapping: ExtendedResourceMapping
     _containers: tuple[_Container, ...]
-    _memo: dict[frozenset[str], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]] = field(
-        default_factory=dict, repr=False
-    )
+    _memo: dict[
+        tuple[frozenset[str], ClassChoice], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]
+    ] = field(default_factory=dict, repr=False)
 
     @property
     def uses_dra(self) -> bool:
@@ -326,8 +349,54 @@ class PodExtendedResources:
     def for_node(self, node: Mapping[str, Any]) -> NodeRequests:
         return self.for_allocatable((node.get("status") or {}).get("allocatable") or {})
 
-    def for_allocatable(self, allocatable: Mapping[str, Quantity]) -> NodeRequests:
+    @property
+    def node_restricted(self) -> bool:
+        """Some requested name is mapped by a mapping CR with a nodeSelector (see `unmapped_on`)."""
+        return any(
+            (r := self.mapping.lookup(name)) is not None and r.node_selector is not None for name in self.candidates
+        )
+
+    def unmapped_on(self, node: Mapping[str, Any]) -> frozenset[str]:
+        """Requested names whose mapping CR's nodeSelector does not select `node`: there the name is
+        treated as not mapped (device plugin or "Insufficient"). A selector that cannot be evaluated
+        selects nothing."""
+        off: set[str] = set()
+        for name in self.candidates:
+            resolved = self.mapping.lookup(name)
+            if resolved is None or resolved.node_selector is None:
+                continue
+            try:
+                if not selector_matches(resolved.node_selector, node):
+                    off.add(name)
+            except NodeSelectorError:
+                off.add(name)
+        return frozenset(off)
+
+    def class_choices(self, dra: Iterable[str]) -> list[ClassChoice]:
+        """The class combinations to try on a node, in preference order: first every name with its
+        first class (the empty choice), then later classes of multi-class mapping CRs, the first
+        name's preference varying slowest; at most MAX_CLASS_CHOICES."""
+        multi: list[tuple[str, int]] = []
+        for name in sorted(dra):
+            resolved = self.mapping.lookup(name)
+            if resolved is not None and len(resolved.class_names) > 1:
+                multi.append((name, len(resolved.class_names)))
+        if not multi:
+            return [()]
+        out: list[ClassChoice] = []
+        for combo in itertools.product(*(range(n) for _, n in multi)):
+            out.append(tuple((name, i) for (name, _), i in zip(multi, combo, strict=True) if i > 0))
+            if len(out) >= MAX_CLASS_CHOICES:
+                break
+        return out
+
+    def for_allocatable(
+        self, allocatable: Mapping[str, Quantity], unmapped: frozenset[str] = frozenset(), choice: ClassChoice = ()
+    ) -> NodeRequests:
         """Classify per resource (device-plugin precedence), then build the claim for the DRA part.
+
+        ``unmapped``: names treated as not mapped on this node (`unmapped_on`); ``choice``: which
+        class of multi-class mappings to use (`class_choices`).
 
         * mapped and allocatable 0 or absent -> DRA;
         * allocatable > 0 -> device plugin (even if mapped: a node never mixes both for one name);
@@ -340,7 +409,7 @@ class PodExtendedResources:
             count = self.candidates[name]
             raw = allocatable.get(name)
             alloc = 0 if raw is None else value(raw)
-            if alloc == 0 and name in self.mapping:
+            if alloc == 0 and name in self.mapping and name not in unmapped:
                 dra[name] = count
             elif alloc > 0:
                 device_plugin[name] = count
@@ -352,10 +421,10 @@ class PodExtendedResources:
         if reasons:
             return NodeRequests(dp, dr, reasons=tuple(reasons))
 
-        key = frozenset(dra)
+        key = (frozenset(dra), choice)
         built = self._memo.get(key)
         if built is None:
-            built = _build(self._containers, key, self.mapping)
+            built = _build(self._containers, key[0], self.mapping, choice)
             self._memo[key] = built
         requests, mappings = built
         if len(requests) > DEVICE_REQUESTS_MAX_SIZE:

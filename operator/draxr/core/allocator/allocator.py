@@ -126,6 +126,43 @@ class Allocator:
                 return reason, len(candidates) < need
         return None
 
+    def matching_devices(
+        self, node: Mapping[str, Any], class_name: str, selectors: Sequence[str] = ()
+    ) -> tuple[DeviceId, ...]:
+        """Devices of `node`'s usable pools that match the class (and these extra CEL selectors), for
+        capacity reports: free or not. A device on which a selector fails (CEL error) is not counted;
+        an unknown class matches nothing. Uses the cached (node, class) index when it can."""
+        class_ = self.inventory.get_class(class_name)
+        if class_ is None:
+            return ()
+        run = _Run(self, node, ())
+        run.pools = self.inventory.pools_for_node(node, self.features)
+        if not selectors:
+            cached = run._class_candidates(class_)
+            if cached is not None:
+                return cached
+        found: list[DeviceId] = []
+        for pool in run.pools:
+            if pool.is_incomplete or pool.is_invalid:
+                continue
+            for slice_ in pool.device_slices:
+                for dev in slice_.devices:
+                    if not self.features.device_binding_and_status and dev.binding_conditions:
+                        continue
+                    if run._class_outcome(class_, slice_, dev) is not True:
+                        continue
+                    try:
+                        if selectors and not run._selectors_match(selectors, dev, "selector"):
+                            continue
+                        if slice_.per_device_node_selection and not node_matches(
+                            node, dev.node_name, dev.all_nodes, dev.node_selector
+                        ):
+                            continue
+                    except (AllocationFatalError, NodeSelectorError):
+                        continue
+                    found.append(dev.id)
+        return tuple(found)
+
 
 class _Run:
     """State of one Allocate call (upstream's `allocator` struct)."""
