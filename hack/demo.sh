@@ -33,11 +33,60 @@ echo
 echo "\$ kubectl get nodes,deviceclasses,resourceslices"
 "$BIN/kubectl" get nodes,deviceclasses,resourceslices -o wide
 echo
+echo "\$ kubectl apply -k crds/   # and an ExtendedResourceMapping: example.com/accelerator -> gpu-any.example.com"
+"$BIN/kubectl" apply -k crds/
+"$BIN/kubectl" apply -f - <<'YAML'
+apiVersion: draxr.io/v1alpha1
+kind: ExtendedResourceMapping
+metadata: {name: accelerator}
+spec:
+  extendedResourceName: example.com/accelerator
+  deviceClassNames: [gpu-any.example.com]
+  selectors:
+  - cel: {expression: 'device.attributes["gpu.example.com"].numa == 1'}
+YAML
+echo
 .venv/bin/draxr run --kubeconfig "$KUBECONFIG" --bind-address 127.0.0.1 --metrics-port 18080 --health-port 18081 \
   > "$DEV/draxr.log" 2>&1 &
 echo $! > "$DEV/draxr.pid"
 echo "draxr running (pid $(cat "$DEV/draxr.pid"), log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics)"
+echo
+echo "\$ draxr capacity   # before"
+.venv/bin/draxr capacity --kubeconfig "$KUBECONFIG"
+echo
+echo "\$ kubectl apply   # a Deployment of 2 replicas asking for example.com/accelerator: 1 (the mapping above)"
+"$BIN/kubectl" create namespace demo --dry-run=client -o yaml | "$BIN/kubectl" apply -f - >/dev/null
+"$BIN/kubectl" -n demo apply -f - <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inference}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: inference}}
+  template:
+    metadata: {labels: {app: inference}}
+    spec:
+      schedulerName: draxr
+      containers:
+      - name: serve
+        image: registry.invalid/server:1
+        resources: {limits: {example.com/accelerator: "1"}}
+YAML
 .venv/bin/python -m draxr.devcluster --dir "$DEV" demo
+echo
+"$BIN/kubectl" -n demo wait --for=condition=PodScheduled pod -l app=inference --timeout=60s >/dev/null
+echo "\$ kubectl -n demo get pods -l app=inference -o wide"
+"$BIN/kubectl" -n demo get pods -l app=inference -o wide
+echo
+echo "\$ draxr explain demo/<an inference pod>"
+.venv/bin/draxr explain --kubeconfig "$KUBECONFIG" "demo/$("$BIN/kubectl" -n demo get pods -l app=inference -o jsonpath='{.items[0].metadata.name}')"
+echo
+sleep 11  # the leader refreshes mapping status every 10 s
+echo "\$ kubectl get extendedresourcemappings"
+"$BIN/kubectl" get extendedresourcemappings
+echo
+echo "\$ draxr capacity   # after: the Job's claims are released, the Deployment holds 2 devices"
+.venv/bin/draxr capacity --kubeconfig "$KUBECONFIG"
 echo
 echo "\$ curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total'"
 curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total' || true
