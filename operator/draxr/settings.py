@@ -21,7 +21,9 @@ class Settings(BaseSettings):
     )
     scoring: Scoring = Field(Scoring.LEAST_ALLOCATED, description="LeastAllocated (spread) or MostAllocated (pack)")
     percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
-    bind_concurrency: int = Field(16, ge=1, description="bindings written concurrently")
+    bind_concurrency: int = Field(
+        64, ge=1, description="bindings written concurrently (each is 4 sequential writes)"
+    )
     backoff_initial_seconds: float = Field(1.0, gt=0)
     backoff_max_seconds: float = Field(60.0, gt=0)
     unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")
