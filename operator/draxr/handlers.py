@@ -41,32 +41,26 @@ def build_registry(sink: Sink, login: Callable[..., Any]) -> kopf.OperatorRegist
         obj = event["object"]
         sink.pod_deleted(obj) if deleted(event) else sink.pod_upserted(obj)
 
-    @kopf.on.event("v1", "nodes", registry=registry)  # type: ignore[arg-type]
-    async def nodes(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        if deleted(event):
-            sink.state.remove_node(obj["metadata"]["name"])
-        else:
-            sink.state.upsert_node(obj)
-        sink.cluster_changed()
+    # Cluster-scoped inputs of placement: upsert or remove in the state, then nudge the queue.
+    state = sink.state
+    inputs: dict[tuple[str, str, str], tuple[Callable[[Any], None], Callable[[str], None]]] = {
+        ("", "v1", "nodes"): (state.upsert_node, state.remove_node),
+        ("resource.k8s.io", "v1", "resourceslices"): (state.upsert_slice, state.remove_slice),
+        ("resource.k8s.io", "v1", "deviceclasses"): (state.upsert_class, state.remove_class),
+    }
+    for (group, version, plural), (upsert, remove) in inputs.items():
 
-    @kopf.on.event("resource.k8s.io", "v1", "resourceslices", registry=registry)  # type: ignore[arg-type]
-    async def slices(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        if deleted(event):
-            sink.state.remove_slice(obj["metadata"]["name"])
-        else:
-            sink.state.upsert_slice(obj)
-        sink.cluster_changed()
+        async def on_input(
+            event: dict[str, Any],
+            upsert: Callable[[Any], None] = upsert,
+            remove: Callable[[str], None] = remove,
+            **_: Any,
+        ) -> None:
+            obj = event["object"]
+            remove(obj["metadata"]["name"]) if deleted(event) else upsert(obj)
+            sink.cluster_changed()
 
-    @kopf.on.event("resource.k8s.io", "v1", "deviceclasses", registry=registry)  # type: ignore[arg-type]
-    async def classes(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        if deleted(event):
-            sink.state.remove_class(obj["metadata"]["name"])
-        else:
-            sink.state.upsert_class(obj)
-        sink.cluster_changed()
+        kopf.on.event(group, version, plural, registry=registry, id=plural)(on_input)  # type: ignore[arg-type]
 
     @kopf.on.event("resource.k8s.io", "v1", "resourceclaims", registry=registry)  # type: ignore[arg-type]
     async def claims(event: dict[str, Any], **_: Any) -> None:

@@ -32,11 +32,8 @@ _KINDS = {"allocated": "allocated", "noFit": "nofit", "nodeFailure": "node_failu
 
 
 def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
-    """The Python side: cases.run_case if the allocator package has it, else a thin local adapter."""
-    try:
-        from draxr.core.allocator.cases import run_case  # the allocator's own case runner
-    except ImportError:
-        return _local_run_case, "tests/differential/compare.py:_local_run_case"
+    """The Python side: the allocator's own case runner, with its outcome names mapped to the harness's."""
+    from draxr.core.allocator.cases import run_case
 
     def run(case: Mapping[str, Any]) -> JSON:
         out = run_case(case)
@@ -49,37 +46,6 @@ def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
         }
 
     return run, "draxr.core.allocator.cases.run_case"
-
-
-def _local_run_case(case: Mapping[str, Any]) -> JSON:
-    """Fallback adapter on the allocator's public API (same semantics as cases.run_case)."""
-    from draxr.core.allocator import (
-        Allocated,
-        AllocationFatalError,
-        Allocator,
-        Features,
-        Inventory,
-        NodeFailure,
-        allocated_state_from_claims,
-    )
-
-    features = Features.from_go(dict(case.get("features") or {}))
-    allocated = list(case.get("allocatedClaims") or ()) + list(case.get("allocated") or ())
-    out: JSON = {"name": case.get("name"), "results": [], "error": ""}
-    try:
-        inventory = Inventory(case.get("slices") or (), case.get("classes") or ())
-        state = allocated_state_from_claims(allocated, features.consumable_capacity)
-        outcome = Allocator(inventory, state, features).allocate(case.get("node") or {}, case.get("claims") or ())
-    except AllocationFatalError as exc:
-        out.update(kind="fatal", error=str(exc))
-        return out
-    if isinstance(outcome, Allocated):
-        out.update(kind="allocated", results=list(outcome.results))
-    elif isinstance(outcome, NodeFailure):
-        out.update(kind="node_failure", error=outcome.reason)
-    else:
-        out.update(kind="nofit")
-    return out
 
 
 def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float, str]:
