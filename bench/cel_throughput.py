@@ -1,6 +1,6 @@
 """CEL selector evaluations per second over fake GPU devices (printed figure, not a test).
 
-    .venv/bin/python bench/cel_throughput.py [--devices 1000] [--rounds 20]
+.venv/bin/python bench/cel_throughput.py [--devices 1000] [--rounds 20]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from draxr.core.allocator import DEFAULT_FEATURES
-from draxr.core.placement import Decision, schedule
+from draxr.core.placement import Decision, Scoring, schedule
 from draxr.core.state import ClusterState
 from draxr.devcluster import fakedriver
 
@@ -48,8 +48,13 @@ def build(nodes: int, devices: int, classes: int, selector: bool) -> ClusterStat
 
 def pod(i: int, classes: int, count: int) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"p-{i}", "namespace": "bench", "uid": str(uuid.uuid4()), "resourceVersion": "1",
-                     "creationTimestamp": "2026-11-30T00:00:00Z"},
+        "metadata": {
+            "name": f"p-{i}",
+            "namespace": "bench",
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-11-30T00:00:00Z",
+        },
         "spec": {
             "schedulerName": "draxr",
             "containers": [{"name": "c", "resources": {"limits": {f"example.com/gpu-{i % classes}": str(count)}}}],
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> None:
     for i in range(total_pods):
         info = state.upsert_pod(pod(i, args.classes, args.count))
         t = time.process_time()
-        result = schedule(info, state, features=DEFAULT_FEATURES, start=start)
+        result = schedule(info, state, features=DEFAULT_FEATURES, start=start, device_scoring=args.device_scoring)
         if isinstance(result, Decision):
             start += result.nodes_evaluated
             state.assume_pod(info.uid, result.node)
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace) -> None:
     per = cpu / max(total_pods, 1)
     print(
         f"nodes={args.nodes} devices/node={args.devices} classes={args.classes} count={args.count} "
-        f"selector={args.selector}: {total_pods} decisions ({scheduled} scheduled), "
+        f"selector={args.selector} device_scoring={args.device_scoring}: "
+        f"{total_pods} decisions ({scheduled} scheduled), "
         f"{per * 1000:.2f} ms CPU/decision, {1 / per:,.0f} decisions/s"
     )
 
@@ -93,6 +99,12 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--fill", type=float, default=0.8, help="fraction of all devices to fill")
     ap.add_argument("--selector", action="store_true")
+    ap.add_argument(
+        "--device-scoring",
+        type=lambda v: None if v == "none" else Scoring(v),
+        default=Scoring.MOST_ALLOCATED,
+        help="MostAllocated (the operator's default), LeastAllocated or none",
+    )
     ap.add_argument("--profile", action="store_true", help="print the top functions by cumulative time")
     args = ap.parse_args()
     if args.profile:

@@ -104,6 +104,7 @@ class Scheduler:
                 scoring=self.settings.scoring,
                 start=self._start,
                 percentage_of_nodes=self.settings.percentage_of_nodes_to_score,
+                device_scoring=self.settings.device_scoring,
             )
         except Exception:  # a bug must not stop scheduling of every other pod
             log.exception("scheduling cycle failed", pod=pod.key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from draxr.core.placement import Scoring
@@ -20,10 +20,13 @@ class Settings(BaseSettings):
         description="in-cluster token and ca.crt (tests point it elsewhere)",
     )
     scoring: Scoring = Field(Scoring.LEAST_ALLOCATED, description="LeastAllocated (spread) or MostAllocated (pack)")
-    percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
-    bind_concurrency: int = Field(
-        64, ge=1, description="bindings written concurrently (each is 4 sequential writes)"
+    device_scoring: Scoring | None = Field(
+        Scoring.MOST_ALLOCATED,
+        description="DRA devices as a scored resource: MostAllocated packs GPUs so that whole nodes stay free "
+        "for large requests (default), LeastAllocated spreads them; unset: cpu and memory only, as kube-scheduler",
     )
+    percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
+    bind_concurrency: int = Field(64, ge=1, description="bindings written concurrently (each is 4 sequential writes)")
     backoff_initial_seconds: float = Field(1.0, gt=0)
     backoff_max_seconds: float = Field(60.0, gt=0)
     unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")
@@ -47,3 +50,9 @@ class Settings(BaseSettings):
     client_burst: int = Field(0, ge=0, description="client-side API burst (0: same as --client-qps)")
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")
+
+    @field_validator("device_scoring", mode="before")
+    @classmethod
+    def _no_device_scoring(cls, value: object) -> object:
+        """``--device-scoring none`` (or empty): score cpu and memory only, as kube-scheduler does."""
+        return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value

@@ -741,3 +741,29 @@ def test_devices_stay_taken_through_bind_and_come_back_on_release(
             del committed[uid]
     held = set().union(*committed.values(), *(set(devices_of(d.allocation)) for _, d in assumed.values()))
     assert s.allocated().allocated_devices == held
+
+
+def _place_all(s: ClusterState, sizes: list[int], device_scoring: Scoring | None) -> list[str]:
+    """Schedule pods asking for these device counts one after the other, each decision assumed."""
+    placed = []
+    for i, n in enumerate(sizes):
+        p = pod(f"p{i}", gpus=n)
+        s.upsert_pod(p)
+        result = schedule(PodInfo.from_api(p), s, features=DEFAULT_FEATURES, device_scoring=device_scoring)
+        if isinstance(result, Decision):
+            assume(s, p, result)
+            placed.append(result.node)
+        else:
+            placed.append("")
+    return placed
+
+
+def test_device_scoring_packs_small_requests_so_a_whole_node_stays_free() -> None:
+    sizes = [1, 1, 1, 1, 4]  # four small pods, then one that needs a whole 4-device node
+    spread = _place_all(cluster({"a": 4, "b": 4}), sizes, device_scoring=None)
+    packed = _place_all(cluster({"a": 4, "b": 4}), sizes, device_scoring=Scoring.MOST_ALLOCATED)
+    assert spread[:4] == ["a", "b", "a", "b"]  # cpu/memory only: best-effort pods spread by count
+    assert spread[4] == ""  # no node has 4 free devices left
+    assert packed == ["a", "a", "a", "a", "b"]
+    least = _place_all(cluster({"a": 4, "b": 4}), [1, 1], device_scoring=Scoring.LEAST_ALLOCATED)
+    assert least == ["a", "b"]

@@ -189,6 +189,7 @@ def schedule(
     scoring: Scoring = Scoring.LEAST_ALLOCATED,
     start: int = 0,
     percentage_of_nodes: int = 0,
+    device_scoring: Scoring | None = None,
 ) -> Decision | Unschedulable:
     """Choose a node for ``pod`` and allocate its special claim there.
 
@@ -255,7 +256,10 @@ def schedule(
                 for r in dict.fromkeys([*fit, *ext.reasons]):
                     reasons[r] += 1
                 continue
-            candidates.append(_Candidate(node, _score(cpu, memory, node, usage, least), ext))
+            score = _score(cpu, memory, node, usage, least)
+            if device_scoring is not None and ext.dra_requests:
+                score = _with_devices(score, state, node.name, ext.device_count, device_scoring)
+            candidates.append(_Candidate(node, score, ext))
 
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         candidates.sort(key=lambda c: (-c.score, c.node.name))
@@ -303,6 +307,27 @@ def schedule(
 
 
 _EMPTY_USAGE = NodeUsage()
+
+
+def _with_devices(score: float, state: ClusterState, node: str, wanted: int, scoring: Scoring) -> float:
+    """Adds the node's DRA devices as a third resource next to cpu and memory. MostAllocated packs
+    devices (whole nodes stay free for large requests); LeastAllocated spreads them. Counted per
+    pool of the node's own slices, whatever the class: a heuristic for ranking, never for fit."""
+    used = total = 0
+    pools: set[tuple[str, str]] = set()
+    for sl in state.inventory.node_local_slices(node):
+        total += len(sl.devices)
+        if (sl.driver, sl.pool) not in pools:
+            pools.add((sl.driver, sl.pool))
+            used += state.tracker.allocated_in_pool(sl.driver, sl.pool)
+    if total <= 0:
+        return score
+    if used + wanted > total:
+        devices = 0.0  # too few local devices left: rank it last, so the allocator tries it last
+    else:
+        frac = (used + wanted) / total
+        devices = frac if scoring is Scoring.MOST_ALLOCATED else 1 - frac
+    return (score * 2 + devices * 100) / 3
 
 
 def _mapping_problem(prepared: PodExtendedResources, ext: NodeRequests) -> str | None:

@@ -337,9 +337,9 @@ class PodExtendedResources:
     """Pod-level count of every DRA-capable extended resource name with a non-zero request."""
     mapping: ExtendedResourceMapping
     _containers: tuple[_Container, ...]
-    _memo: dict[
-        tuple[frozenset[str], ClassChoice], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]
-    ] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[frozenset[str], ClassChoice], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]] = (
+        field(default_factory=dict, repr=False)
+    )
 
     @property
     def uses_dra(self) -> bool:

@@ -108,6 +108,11 @@ class Inventory:
     def all_slices(self) -> list[SliceInfo]:
         return list(self._slices.values())
 
+    def node_local_slices(self, node_name: str) -> list[SliceInfo]:
+        """The slices with `nodeName` = this node (no shared ones)."""
+        own = self._node_index.get(node_name)
+        return list(own.values()) if own else []
+
     def slices_for_node(self, node_name: str) -> list[SliceInfo]:
         """Upstream: slicesOnNode[node] followed by every slice without nodeName."""
         own = self._node_index.get(node_name)

@@ -106,6 +106,7 @@ class AllocationTracker:
         self._committed: dict[str, _Contribution] = {}
         self._assumed: dict[str, _Contribution] = {}
         self._dedicated: Counter[DeviceId] = Counter()
+        self._per_pool: Counter[tuple[str, str]] = Counter()  # (driver, pool) -> dedicated devices held
         self._shared: Counter[SharedDeviceId] = Counter()
         self._capacity: dict[DeviceId, dict[str, Decimal]] = {}
         self._capacity_fmt: dict[tuple[DeviceId, str], str] = {}
@@ -166,6 +167,7 @@ class AllocationTracker:
             self._dedicated[d] += sign
             if self._dedicated[d] <= 0:
                 del self._dedicated[d]
+            self._per_pool[(d[0], d[1])] += sign
         for s in c.shared:
             self._shared[s] += sign
             if self._shared[s] <= 0:
@@ -178,6 +180,10 @@ class AllocationTracker:
             # Upstream ConsumedCapacityCollection.Remove drops an entry once every value is zero.
             if sign < 0 and all(v == 0 for v in entry.values()):
                 del self._capacity[dev]
+
+    def allocated_in_pool(self, driver: str, pool: str) -> int:
+        """Dedicated device allocations (committed or assumed) in one pool: for scoring only."""
+        return self._per_pool.get((driver, pool), 0)
 
     def snapshot(self) -> AllocatedState:
         if self._snapshot is None:
