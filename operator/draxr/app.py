@@ -20,11 +20,12 @@ from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.handlers import Sink, build_registry
-from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+from draxr.kube import Kube
 from draxr.leader import LeaderElector, default_identity
-from draxr.mapping_status import MappingStatusWriter, list_mappings
+from draxr.mapping_status import MappingStatusWriter
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
+from draxr.snapshot import list_cluster
 
 log = logs.get("draxr.app")
 
@@ -138,35 +139,19 @@ class Operator(Sink):
     async def initial_sync(self) -> None:
         """List everything once so that decisions (and orphan detection) start from a full view;
         kopf's watches keep it current afterwards."""
-        nodes, slices, classes, claims, pods = await asyncio.gather(
-            self.kube.list(NODES, limit=500),
-            self.kube.list(RESOURCE_SLICES, limit=500),
-            self.kube.list(DEVICE_CLASSES, limit=500),
-            self.kube.list(RESOURCE_CLAIMS, limit=500),
-            self.kube.list(PODS, limit=500),
-        )
-        for n in nodes:
-            self.state.upsert_node(n)
-        for s in slices:
-            self.state.upsert_slice(s)
-        for c in classes:
-            self.state.upsert_class(c)
-        for c in claims:
-            self.state.upsert_claim(c)
-        for p in pods:
-            self.pod_upserted(p)
-        mappings = await list_mappings(self.kube)  # None: the CRD is not installed
-        for m in mappings or ():
+        listing = await list_cluster(self.kube)
+        listing.apply(self.state, upsert_pod=self.pod_upserted)
+        for m in listing.mappings or ():
             self.mapping_objects[m["metadata"]["name"]] = m
         self._remap()
         log.info(
             "initial sync done",
-            nodes=len(nodes),
-            slices=len(slices),
-            classes=len(classes),
-            claims=len(claims),
-            pods=len(pods),
-            mappings=len(mappings) if mappings is not None else "CRD not installed",
+            nodes=len(listing.nodes),
+            slices=len(listing.slices),
+            classes=len(listing.classes),
+            claims=len(listing.claims),
+            pods=len(listing.pods),
+            mappings=len(listing.mappings) if listing.mappings is not None else "CRD not installed",
         )
         self.synced.set()
 

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from draxr.app import Operator, connect
+from draxr.app import Operator
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import NAMESPACES, SERVICE_ACCOUNTS, Kube
 from draxr.settings import Settings
+
+from .embedded import embedded_operator
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -142,12 +144,5 @@ async def operator(
         release_sweep_seconds=5,
         log_format="console",
     )
-    kube_sa, cfg = await connect(settings)
-    op = Operator(settings, kube_sa, cfg)
-    stop = asyncio.Event()
-    task = asyncio.create_task(op.run(stop))
-    await asyncio.wait_for(op.synced.wait(), 60)
-    yield op
-    stop.set()
-    await asyncio.wait_for(task, 60)
-    await kube_sa.close()
+    async with embedded_operator(settings) as (_, op):
+        yield op

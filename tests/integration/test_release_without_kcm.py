@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from draxr.app import Operator, connect
+from draxr.app import Operator
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
 from draxr.settings import Settings
 
+from .embedded import embedded_operator
 from .test_platform import eventually, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
@@ -47,15 +48,8 @@ async def bare(bare_cluster: ControlPlane) -> AsyncIterator[tuple[Kube, Operator
         release_sweep_seconds=5,
         log_format="console",
     )
-    kube, cfg = await connect(settings)
-    op = Operator(settings, kube, cfg)
-    stop = asyncio.Event()
-    task = asyncio.create_task(op.run(stop))
-    await asyncio.wait_for(op.synced.wait(), 60)
-    yield kube, op
-    stop.set()
-    await asyncio.wait_for(task, 60)
-    await kube.close()
+    async with embedded_operator(settings) as running:
+        yield running
 
 
 def _errors(operation: str) -> float:
