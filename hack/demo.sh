@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: a real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kwok) on 127.0.0.1 with fake GPU nodes, the draxr operator, and a sample Job asking for
-# example.com/gpu the device-plugin way.
+# kwok) on 127.0.0.1 with fake GPU nodes, the draxr operator with its admission webhook, a sample Job
+# asking for example.com/gpu the device-plugin way (schedulerName: draxr), and an unmodified
+# Deployment in a namespace labelled draxr.io/enabled=true.
 #   bash hack/demo.sh        bring it up and run the workload (first run builds the binaries)
 #   bash hack/demo.sh down   stop the operator and every control-plane process by PID
 set -euo pipefail
@@ -46,16 +47,31 @@ spec:
   - cel: {expression: 'device.attributes["gpu.example.com"].numa == 1'}
 YAML
 echo
+echo "\$ kubectl apply   # the manifests' MutatingWebhookConfiguration, its clientConfig pointed at draxr on 127.0.0.1:18443"
+"$BIN/kubectl" create namespace draxr-system --dry-run=client -o yaml | "$BIN/kubectl" apply -f - >/dev/null
+"$BIN/kubectl" kustomize manifests | .venv/bin/python -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] == "MutatingWebhookConfiguration":
+        for h in d["webhooks"]:
+            h["clientConfig"] = {"url": "https://127.0.0.1:18443/mutate-pods"}
+        print(yaml.safe_dump(d))' | "$BIN/kubectl" apply -f -
 .venv/bin/draxr run --kubeconfig "$KUBECONFIG" --bind-address 127.0.0.1 --metrics-port 18080 --health-port 18081 \
+  --webhook-port 18443 --webhook-namespace draxr-system --webhook-extra-hosts 127.0.0.1 \
   > "$DEV/draxr.log" 2>&1 &
 echo $! > "$DEV/draxr.pid"
-echo "draxr running (pid $(cat "$DEV/draxr.pid"), log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics)"
+for _ in $(seq 120); do curl -sfk https://127.0.0.1:18443/healthz >/dev/null && break; sleep 0.5; done
+sleep 1  # the API server picks up the caBundle draxr wrote
+echo "draxr running (pid $(cat "$DEV/draxr.pid"), log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics," \
+  "webhook https://127.0.0.1:18443)"
 echo
 echo "\$ draxr capacity   # before"
 .venv/bin/draxr capacity --kubeconfig "$KUBECONFIG"
 echo
-echo "\$ kubectl apply   # a Deployment of 2 replicas asking for example.com/accelerator: 1 (the mapping above)"
+echo "\$ kubectl label namespace demo draxr.io/enabled=true   # opt the namespace in: manifests stay unchanged"
 "$BIN/kubectl" create namespace demo --dry-run=client -o yaml | "$BIN/kubectl" apply -f - >/dev/null
+"$BIN/kubectl" label namespace demo draxr.io/enabled=true --overwrite
+echo "\$ kubectl apply   # a Deployment of 2 replicas asking for example.com/accelerator: 1 (the mapping above), no schedulerName"
 "$BIN/kubectl" -n demo apply -f - <<'YAML'
 apiVersion: apps/v1
 kind: Deployment
@@ -66,7 +82,6 @@ spec:
   template:
     metadata: {labels: {app: inference}}
     spec:
-      schedulerName: draxr
       containers:
       - name: serve
         image: registry.invalid/server:1
@@ -75,8 +90,9 @@ YAML
 .venv/bin/python -m draxr.devcluster --dir "$DEV" demo
 echo
 "$BIN/kubectl" -n demo wait --for=condition=PodScheduled pod -l app=inference --timeout=60s >/dev/null
-echo "\$ kubectl -n demo get pods -l app=inference -o wide"
-"$BIN/kubectl" -n demo get pods -l app=inference -o wide
+echo "\$ kubectl -n demo get pods -l app=inference   # steered by the webhook (see SCHEDULER)"
+"$BIN/kubectl" -n demo get pods -l app=inference \
+  -o custom-columns=NAME:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName,CLAIM:.status.extendedResourceClaimStatus.resourceClaimName
 echo
 echo "\$ draxr explain demo/<an inference pod>"
 .venv/bin/draxr explain --kubeconfig "$KUBECONFIG" "demo/$("$BIN/kubectl" -n demo get pods -l app=inference -o jsonpath='{.items[0].metadata.name}')"

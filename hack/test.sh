@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 bash hack/setup.sh
 DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
 export DRAXR_BIN_DIR
+# Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
+K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
 echo "[test] control-plane binaries: $DRAXR_BIN_DIR" >&2
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy

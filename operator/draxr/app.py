@@ -18,6 +18,7 @@ from prometheus_client import start_http_server
 from draxr import logs
 from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
+from draxr.core.steering import DEFAULT_SCHEDULER
 from draxr.events import Recorder
 from draxr.handlers import Sink, build_registry
 from draxr.kube import Kube
@@ -26,6 +27,8 @@ from draxr.mapping_status import MappingStatusWriter
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
 from draxr.snapshot import list_cluster
+from draxr.webhook import WebhookServer
+from draxr.webhook_tls import CertKeeper
 
 log = logs.get("draxr.app")
 
@@ -83,6 +86,12 @@ class Operator(Sink):
         )
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
+        self.certs = CertKeeper(kube, settings) if settings.webhook_port else None
+        self.webhook = (
+            WebhookServer(self.certs, settings, lambda: self.state.mapping if self.synced.is_set() else None)
+            if self.certs is not None
+            else None
+        )
 
     # ---- Sink: called by the kopf handlers ------------------------------------------------------
     def pod_upserted(self, pod: dict[str, Any]) -> None:
@@ -156,7 +165,10 @@ class Operator(Sink):
         self.synced.set()
 
     async def roll_back_stale_claims(self) -> int:
-        actions = gc.claims_to_roll_back(self.state, self.settings.scheduler_name, self.scheduler.queue.in_flight())
+        names = {self.settings.scheduler_name}
+        if self.settings.adopt_unschedulable:
+            names.add(DEFAULT_SCHEDULER)
+        actions = gc.claims_to_roll_back(self.state, names, self.scheduler.queue.in_flight())
         return await self.releaser.run_all(actions, "rollback")
 
     async def release_loop(self) -> None:
@@ -183,8 +195,11 @@ class Operator(Sink):
         write the mapping CRs' status."""
         await self.roll_back_stale_claims()
         log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
+        duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
+        if self.certs is not None and self.settings.webhook_self_signed:
+            duties.append(self.certs.ensure_loop())
         try:
-            await asyncio.gather(self.scheduler.run(), self.release_loop(), self.mapping_status.run())
+            await asyncio.gather(*duties)
         finally:
             self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
 
@@ -202,9 +217,28 @@ class Operator(Sink):
             s.retry_period_seconds,
         )
 
+    async def check_adoption(self) -> None:
+        """Adoption is for kube-schedulers without DRAExtendedResource (1.34/1.35). From 1.36 on
+        kube-scheduler schedules these pods itself (on by default, locked on in 1.37): two
+        schedulers racing for the same pods is refused outright."""
+        if not self.settings.adopt_unschedulable:
+            return
+        version = await self.kube.request("GET", "/version")
+        minor = adoption_refused(version)
+        if minor is not None:
+            log.error("adoption mode refused", kubernetes=version.get("gitVersion"))
+            raise AdoptionRefused(
+                f"--adopt-unschedulable refused: the cluster runs Kubernetes {version.get('gitVersion', minor)}, "
+                "whose kube-scheduler schedules default-scheduler pods with DRA-mapped extended resources itself "
+                "(DRAExtendedResource is on by default from 1.36 and locked on in 1.37). Turn adoption off and "
+                "opt pods in with schedulerName or the namespace label instead."
+            )
+        log.info("adoption mode on", kubernetes=version.get("gitVersion"))
+
     async def run(self, stop: asyncio.Event) -> None:
         """Watches and state run in every replica; scheduling only while leading. Losing the lease
         ends the process's leadership for good (the caller exits), as kube-scheduler does."""
+        await self.check_adoption()
         await self.initial_sync()
         if self.settings.metrics_port:
             start_http_server(self.settings.metrics_port, addr=self.settings.bind_address)
@@ -214,6 +248,7 @@ class Operator(Sink):
             else None
         )
         registry = build_registry(self, kopf_login(self.cfg))
+        not_ours = _NotKopfTasks()
         kopf_tasks = await kopf.spawn_tasks(
             registry=registry,
             settings=self.kopf_settings(),
@@ -225,31 +260,61 @@ class Operator(Sink):
         _own_signals(stop)  # kopf installed its handlers; ours stop everything through the stop flag
         elector = self.elector()
         leading = asyncio.create_task(elector.run(self.lead) if elector else self.lead(), name="leadership")
-        kopf_task = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=_NotKopfTasks()), name="kopf")
+        kopf_task = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=not_ours), name="kopf")
+        webhook = asyncio.create_task(self.webhook.serve(), name="webhook") if self.webhook is not None else None
         log.info("draxr running", scheduler_name=self.settings.scheduler_name, leader_election=elector is not None)
         stopper = asyncio.create_task(stop.wait())
         try:
-            done, _ = await asyncio.wait([stopper, kopf_task, leading], return_when=asyncio.FIRST_COMPLETED)
+            watched = [stopper, kopf_task, leading, *([webhook] if webhook else [])]
+            done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             if leading in done and not stop.is_set():
                 self.lost_leadership = True
+            if webhook in done and not webhook.cancelled() and webhook.exception() is not None:
+                # e.g. the port is taken: exit (and be restarted) rather than run without admission
+                log.error("admission webhook failed", error=repr(webhook.exception()))
+                raise webhook.exception()  # type: ignore[misc]
         finally:
             stopper.cancel()
             stop.set()
             leading.cancel()
-            await asyncio.gather(leading, kopf_task, return_exceptions=True)
+            if webhook is not None:
+                webhook.cancel()
+            await asyncio.gather(leading, kopf_task, *([webhook] if webhook else []), return_exceptions=True)
             await self.scheduler.drain()
             if elector is not None and not self.lost_leadership:
                 await elector.release()
 
 
+class AdoptionRefused(SystemExit):
+    """A start-up refusal with a message for the admin (the process exits non-zero)."""
+
+
+def adoption_refused(version: dict[str, Any]) -> str | None:
+    """The server's minor version if adoption must be refused there (1.36+), else None."""
+    digits = "".join(ch for ch in str(version.get("minor", "")) if ch.isdigit())
+    major = str(version.get("major", "1"))
+    if major == "1" and digits and int(digits) < 36:
+        return None
+    return f"{major}.{digits or '?'}"
+
+
+def _is_kopf_task(task: object) -> bool:
+    coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+    filename = getattr(getattr(coro, "cr_code", None), "co_filename", "")
+    return f"{os.sep}kopf{os.sep}" in filename
+
+
 class _NotKopfTasks(Collection["asyncio.Task[Any]"]):
     """kopf.operator() cancels, on exit, every task of the loop it did not see at start-up (our
-    bindings, a test's tasks). Passed as run_tasks' ``ignored``, this limits that to kopf's own."""
+    bindings, a test's tasks, another embedded operator's watchers). Passed as run_tasks'
+    ``ignored``, this limits that to kopf's own tasks created from ``__init__`` on (call it just
+    before spawning): the kopf tasks already running belong to someone else."""
+
+    def __init__(self) -> None:
+        self._others = frozenset(t for t in asyncio.all_tasks() if _is_kopf_task(t))
 
     def __contains__(self, task: object) -> bool:
-        coro = task.get_coro() if isinstance(task, asyncio.Task) else None
-        filename = getattr(getattr(coro, "cr_code", None), "co_filename", "")
-        return f"{os.sep}kopf{os.sep}" not in filename
+        return not _is_kopf_task(task) or task in self._others
 
     def __iter__(self) -> Iterator[asyncio.Task[Any]]:
         return iter(())

@@ -17,7 +17,7 @@ from draxr.core.placement import Decision
 from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
 from draxr.faults import crash_point
-from draxr.kube import MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
+from draxr.kube import JSON_PATCH, MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
 from draxr.releaser import drop_finalizer_and_delete
 
 log = logs.get("draxr.binder")
@@ -45,6 +45,7 @@ class Binder:
         """Raises BindingFailed after rolling back; the caller requeues the pod."""
         t0 = time.monotonic()
         claim: dict[str, Any] | None = None
+        status_written = False
         try:
             if decision.needs_claim:
                 assert decision.allocation is not None
@@ -53,11 +54,14 @@ class Binder:
                 claim = await self._write_allocation(pod, claim, decision.allocation)
                 crash_point("write-allocation")
                 await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
+                status_written = True
                 crash_point("pod-status")
             await self._bind(pod, decision.node)
             crash_point("bind")
         except BindingFailed as failure:
             if claim is not None:
+                if status_written:  # (a pod that is gone just fails the conditional patch)
+                    await self._clear_pod_status(pod, claim["metadata"]["name"])
                 await self._roll_back(pod, claim)
             raise failure
         finally:
@@ -112,6 +116,18 @@ class Binder:
             await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH)
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
+
+    async def _clear_pod_status(self, pod: PodInfo, claim_name: str) -> None:
+        """A lost binding race (adoption mode: kube-scheduler bound the pod first) must not leave the
+        pod's status naming a claim that is about to be deleted. Only if it still names ours."""
+        patch = [
+            {"op": "test", "path": "/status/extendedResourceClaimStatus/resourceClaimName", "value": claim_name},
+            {"op": "remove", "path": "/status/extendedResourceClaimStatus"},
+        ]
+        try:
+            await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=JSON_PATCH)
+        except ApiException as e:
+            log.info("pod status not cleared", pod=pod.key, claim=claim_name, error=api_message(e))
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
         binding = {

@@ -24,3 +24,12 @@ CYCLE_SECONDS = Histogram(
 QUEUE_PENDING = Gauge("draxr_pending_pods", "Pods waiting to be scheduled, by queue", ["queue"])
 CLAIMS_RELEASED = Counter("draxr_resourceclaims_released_total", "Special claims released or rolled back", ["reason"])
 API_ERRORS = Counter("draxr_api_errors_total", "Failed API calls by operation and HTTP status", ["operation", "code"])
+WEBHOOK_ADMISSIONS = Counter(
+    "draxr_webhook_admissions_total", "Pod admission reviews by result", ["result"]
+)  # steered | unchanged | not-synced | ignored | bad-request | error
+WEBHOOK_SECONDS = Histogram(
+    "draxr_webhook_duration_seconds",
+    "Time to answer one admission review",
+    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1),
+)
+ADOPTED_PODS = Counter("draxr_adopted_pods_total", "Default-scheduler pods adopted (adoption mode)")

@@ -12,8 +12,10 @@ from draxr import logs, metrics
 from draxr.binder import Binder, BindingFailed, assumed_claim_key
 from draxr.core.allocator import DEFAULT_FEATURES, Features
 from draxr.core.gc import ClaimAction
+from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.state import ClusterState, PodInfo
+from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube
 from draxr.queue import SchedulingQueue
@@ -23,10 +25,16 @@ from draxr.settings import Settings
 log = logs.get("draxr.scheduler")
 
 
-def wants_us(pod: PodInfo, scheduler_name: str) -> bool:
-    """Ours to schedule: our scheduler name, unbound, alive, and no scheduling gates left."""
+def wants_us(pod: PodInfo, scheduler_name: str, adopt: ExtendedResourceMapping | None = None) -> bool:
+    """Ours to schedule: unbound, alive, no scheduling gates left, and our scheduler name, or (in
+    adoption mode, ``adopt`` being the current mapping) a default-scheduler pod kube-scheduler gave
+    up on because of a mapped extended resource."""
     gated = bool((pod.raw.get("spec") or {}).get("schedulingGates"))
-    return pod.scheduler_name == scheduler_name and not (pod.node_name or pod.terminal or pod.deleting or gated)
+    if pod.node_name or pod.terminal or pod.deleting or gated:
+        return False
+    if pod.scheduler_name == scheduler_name:
+        return True
+    return adopt is not None and adoptable(pod.raw, adopt)
 
 
 def _scheduling_input(pod: PodInfo) -> tuple[Any, ...]:
@@ -58,13 +66,22 @@ class Scheduler:
         self._bind_slots = asyncio.Semaphore(settings.bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._start = 0
+        self._adoption_scanned: ExtendedResourceMapping | None = None
+
+    def wants(self, pod: PodInfo) -> bool:
+        adopt = self.state.mapping if self.settings.adopt_unschedulable else None
+        return wants_us(pod, self.settings.scheduler_name, adopt)
+
+    def ours(self, pod: PodInfo) -> bool:
+        """Named for us (adopted pods are kube-scheduler's to report on: it keeps their condition)."""
+        return pod.scheduler_name == self.settings.scheduler_name
 
     # ---- fed by the watch handlers ---------------------------------------------------------------
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
-        if wants_us(pod, self.settings.scheduler_name):
+        if self.wants(pod):
             if pod.uid in self.queue.in_flight() or pod.uid in self.state.assumed_nodes:
                 return  # being bound, or bound by us and the watch is behind (a late event)
-            fresh = old is None or not wants_us(old, self.settings.scheduler_name) or not self.queue.known(pod.uid)
+            fresh = old is None or not self.wants(old) or not self.queue.known(pod.uid)
             if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
                 self.queue.add(pod.uid, pod.priority, pod.created)
         elif pod.uid not in self.queue.in_flight():
@@ -76,6 +93,12 @@ class Scheduler:
 
     def cluster_changed(self) -> None:
         self.queue.cluster_changed()
+        if self.settings.adopt_unschedulable and self.state.mapping is not self._adoption_scanned:
+            # a new mapping may make pods kube-scheduler gave up on adoptable (or no longer so)
+            self._adoption_scanned = self.state.mapping
+            for pod in list(self.state.pods.values()):
+                if pod.scheduler_name != self.settings.scheduler_name and not pod.node_name:
+                    self.pod_changed(pod)
 
     # ---- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -83,7 +106,7 @@ class Scheduler:
             uid = await self.queue.pop(lambda: self.state.generation)
             self._publish_queue_depth()
             pod = self.state.pods.get(uid)
-            if pod is None or not wants_us(pod, self.settings.scheduler_name) or uid in self.state.assumed_nodes:
+            if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)
                 continue
             self.cycle(pod)
@@ -150,6 +173,9 @@ class Scheduler:
                 self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
                 return
         metrics.SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
+        if not self.ours(pod):
+            metrics.ADOPTED_PODS.inc()
+            log.info("default-scheduler pod adopted", pod=pod.key, node=decision.node)
         self.queue.done(pod.uid)
 
     async def _roll_back_stale(self, pod: PodInfo) -> None:
@@ -168,6 +194,8 @@ class Scheduler:
 
     async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable) -> None:
         log.info("pod unschedulable", pod=pod.key, reason=result.message, fatal=result.fatal_kind)
+        if not self.ours(pod):
+            return  # adopted: kube-scheduler owns its PodScheduled condition and events
         await set_unschedulable(self.kube, pod, result.message)
         await self.recorder.pod_event(
             pod, reason="FailedScheduling", action="Scheduling", note=result.message, warning=True

@@ -48,8 +48,52 @@ class Settings(BaseSettings):
     retry_period_seconds: float = Field(2.0, gt=0)
     client_qps: float = Field(0.0, ge=0, description="client-side API rate limit, requests/s (0: unlimited)")
     client_burst: int = Field(0, ge=0, description="client-side API burst (0: same as --client-qps)")
+    webhook_port: int = Field(0, ge=0, description="HTTPS port of the admission webhook (0: off; manifests/ set 9443)")
+    webhook_namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE") or "draxr-system",
+        description="namespace of the webhook's Service and certificate Secret (default: $POD_NAMESPACE)",
+    )
+    webhook_service_name: str = Field(
+        "draxr-webhook", description="the Service the API server calls the webhook through"
+    )
+    webhook_configuration_name: str = Field(
+        "draxr", description="the MutatingWebhookConfiguration whose caBundle draxr keeps current"
+    )
+    webhook_secret_name: str = Field("draxr-webhook-tls", description="Secret holding the webhook's CA and certificate")
+    webhook_extra_hosts: str = Field(
+        "",
+        description="comma-separated extra DNS names or IPs for the serving certificate (e.g. for a url clientConfig)",
+    )
+    webhook_self_signed: bool = Field(
+        True,
+        description="draxr creates, rotates and trusts its own certificate; false: the Secret comes from elsewhere "
+        "(the cert-manager component) and draxr only loads tls.crt/tls.key from it",
+    )
+    webhook_ca_validity_seconds: float = Field(5 * 365 * 86400, gt=0, description="lifetime of the self-signed CA")
+    webhook_cert_validity_seconds: float = Field(90 * 86400, gt=0, description="lifetime of the serving certificate")
+    webhook_rotation_grace_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="on CA rotation, wait this long after the caBundle patch before serving the new "
+        "certificate (API servers pick the bundle up from a watch)",
+    )
+    webhook_cert_check_seconds: float = Field(
+        60.0, gt=0, description="how often the Secret is checked (rotation by the leader, reload by every replica)"
+    )
+    adopt_unschedulable: bool = Field(
+        False,
+        description="also schedule default-scheduler pods that kube-scheduler marked Unschedulable and that request "
+        "a mapped extended resource (kube-scheduler without DRAExtendedResource: 1.34/1.35; refused on 1.36+)",
+    )
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")
+
+    @property
+    def webhook_hosts(self) -> list[str]:
+        """The serving certificate's names: the Service's DNS names, then the extra ones."""
+        svc = f"{self.webhook_service_name}.{self.webhook_namespace}"
+        extra = [h.strip() for h in self.webhook_extra_hosts.split(",") if h.strip()]
+        return [f"{svc}.svc", f"{svc}.svc.cluster.local", svc, *extra]
 
     @field_validator("device_scoring", mode="before")
     @classmethod

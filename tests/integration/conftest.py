@@ -12,7 +12,6 @@ import atexit
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +26,7 @@ from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import NAMESPACES, SERVICE_ACCOUNTS, Kube
 from draxr.settings import Settings
 
+from . import manifests
 from .embedded import embedded_operator
 
 
@@ -98,9 +98,6 @@ async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
     await fakedriver.delete(kube, objs)
 
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-
-
 @pytest.fixture(scope="session")
 async def operator(
     control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
@@ -108,17 +105,7 @@ async def operator(
     """draxr embedded in the test process (scheduler name "draxr") as the Deployment's pod runs it:
     in-cluster configuration with the token of the manifests' ServiceAccount, so every scenario
     exercises the least-privilege RBAC of manifests/ (and its leader-election Lease)."""
-    kubectl = ensure_binaries() / "kubectl"
-    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
-    applied = await asyncio.to_thread(
-        subprocess.run,
-        [str(kubectl), "apply", "-k", str(MANIFESTS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    applied = await asyncio.to_thread(manifests.apply, control_plane)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     token = await kube.create(
         SERVICE_ACCOUNTS,
@@ -143,6 +130,13 @@ async def operator(
         unschedulable_flush_seconds=10,
         release_sweep_seconds=5,
         log_format="console",
+        # The admission webhook on loopback; the installed MutatingWebhookConfiguration calls it by url.
+        bind_address="127.0.0.1",
+        webhook_port=manifests.WEBHOOK_PORT,
+        webhook_namespace="draxr-system",
+        webhook_extra_hosts="127.0.0.1",
+        webhook_cert_check_seconds=1,
+        webhook_rotation_grace_seconds=2,
     )
     async with embedded_operator(settings) as (_, op):
         yield op

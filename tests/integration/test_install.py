@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
@@ -40,9 +41,9 @@ from draxr.kube import (
     Resource,
 )
 
+from . import manifests
 from .test_platform import eventually, pod
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 NAMESPACE = "draxr-system"
 SERVICE_ACCOUNT = "draxr"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
@@ -62,13 +63,13 @@ def kubectl(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def install(cp: ControlPlane) -> subprocess.CompletedProcess[str]:
-    out = kubectl(cp, "apply", "-k", str(MANIFESTS))
+    out = manifests.apply(cp)
     assert out.returncode == 0, out.stdout + out.stderr
     return out
 
 
 def uninstall(cp: ControlPlane) -> None:
-    kubectl(cp, "delete", "-k", str(MANIFESTS), "--ignore-not-found", "--wait=false")
+    manifests.delete(cp)
 
 
 @pytest.fixture(scope="session")
@@ -255,15 +256,22 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
         "rolebinding.rbac.authorization.k8s.io/draxr-leader-election",
         "deployment.apps/draxr",
         "service/draxr-metrics",
+        "service/draxr-webhook",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/draxr",
+        "role.rbac.authorization.k8s.io/draxr-webhook-certs",
+        "rolebinding.rbac.authorization.k8s.io/draxr-webhook-certs",
+        "clusterrole.rbac.authorization.k8s.io/draxr-webhook",
+        "clusterrolebinding.rbac.authorization.k8s.io/draxr-webhook",
     ):
         assert obj in created, created
 
-    # Applying the same base again changes nothing (server-side dry run, then for real).
+    # Applying the same base again changes nothing (server-side dry run, then for real), also after
+    # the operator has written the caBundle (a field the manifests leave out).
     for args in (("--dry-run=server",), ()):
-        again = await asyncio.to_thread(kubectl, control_plane, "apply", "-k", str(MANIFESTS), *args)
+        again = await asyncio.to_thread(manifests.apply, control_plane, *args)
         assert again.returncode == 0, again.stderr
         lines = [line for line in again.stdout.splitlines() if line.strip()]
-        assert len(lines) == 9, again.stdout
+        assert len(lines) == 15, again.stdout
         assert all("unchanged" in line for line in lines), again.stdout
 
     dep = await kube.get(DEPLOYMENTS, "draxr", NAMESPACE)
@@ -506,3 +514,28 @@ async def test_missing_permission_is_logged_with_verb_and_resource(
         await kube.delete_if_exists(CLUSTER_ROLE_BINDINGS, role)
         await kube.delete_if_exists(CLUSTER_ROLES, role)
         await kube.delete_if_exists(ROLE_BINDINGS, role, NAMESPACE)
+
+
+def test_cert_manager_component_hands_the_certificate_over(tmp_path: Path) -> None:
+    """The optional component renders: cert-manager's Certificate for the Service's names, the
+    caBundle injection annotation, and draxr told to only load the Secret."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(manifests.MANIFESTS, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{base}/components/cert-manager]\n")
+    out = subprocess.run(
+        [str(ensure_binaries() / "kubectl"), "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
+    cert = docs[("Certificate", "draxr-webhook")]
+    assert cert["spec"]["secretName"] == "draxr-webhook-tls"
+    assert "draxr-webhook.draxr-system.svc" in cert["spec"]["dnsNames"]
+    hook = docs[("MutatingWebhookConfiguration", "draxr")]
+    assert hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "draxr-system/draxr-webhook"
+    [container] = docs[("Deployment", "draxr")]["spec"]["template"]["spec"]["containers"]
+    assert {"name": "DRAXR_WEBHOOK_SELF_SIGNED", "value": "false"} in container["env"]

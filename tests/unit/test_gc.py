@@ -135,7 +135,7 @@ def test_pod_removed_from_state_releases() -> None:
 
 def test_unbound_pod_not_in_flight_rolls_back() -> None:
     s = state_with(pod("web"), held())
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == [
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == [
         ClaimAction("ns", CLAIM, "web", "uid-web", "pod not bound: stale claim of an earlier attempt")
     ]
 
@@ -143,18 +143,18 @@ def test_unbound_pod_not_in_flight_rolls_back() -> None:
 def test_unbound_pod_with_status_naming_the_claim_still_rolls_back() -> None:
     """A crash between the pod status patch and the binding: upstream never reuses the claim."""
     s = state_with(pod("web", claim_name=CLAIM), held())
-    assert keys(claims_to_roll_back(s, SCHEDULER, frozenset())) == [f"ns/{CLAIM}"]
+    assert keys(claims_to_roll_back(s, {SCHEDULER}, frozenset())) == [f"ns/{CLAIM}"]
 
 
 def test_in_flight_pod_is_left_alone() -> None:
     s = state_with(pod("web"), held())
-    assert claims_to_roll_back(s, SCHEDULER, frozenset({"uid-web"})) == []
-    assert claims_to_roll_back(s, SCHEDULER, {"uid-web"}) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset({"uid-web"})) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, {"uid-web"}) == []
 
 
 def test_bound_pod_using_the_claim_is_left_alone() -> None:
     s = state_with(pod("web", node_name="n1", phase="Running", claim_name=CLAIM), held())
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []
 
 
 def test_bound_pod_using_another_claim_rolls_back_the_other() -> None:
@@ -163,14 +163,14 @@ def test_bound_pod_using_another_claim_rolls_back_the_other() -> None:
         held(),
         held("web-extended-resources-old", alloc=allocation("n1", "gpu-1")),
     )
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == [
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == [
         ClaimAction("ns", "web-extended-resources-old", "web", "uid-web", f"pod is bound and uses claim {CLAIM}")
     ]
 
 
 def test_bound_pod_without_claim_status_rolls_back() -> None:
     s = state_with(pod("web", node_name="n1", phase="Running"), held())
-    [action] = claims_to_roll_back(s, SCHEDULER, frozenset())
+    [action] = claims_to_roll_back(s, {SCHEDULER}, frozenset())
     assert action.reason == "pod is bound and uses claim (none)"
 
 
@@ -181,8 +181,8 @@ def test_kube_schedulers_pods_are_left_alone() -> None:
         pod("db", scheduler="default-scheduler", node_name="n1", phase="Running", claim_name="other"),
         held("db-extended-resources-a", "db", "uid-db"),
     )
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == []
-    assert keys(claims_to_roll_back(s, "default-scheduler", frozenset())) == [
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []
+    assert keys(claims_to_roll_back(s, {"default-scheduler"}, frozenset())) == [
         "ns/db-extended-resources-a",
         f"ns/{CLAIM}",
     ]
@@ -197,7 +197,7 @@ def test_roll_back_leaves_terminal_unknown_and_going_away_alone() -> None:
         special_claim(CLAIM, "web", "uid-web", finalizer=False, deleting=True),
         plain_claim("ordinary", alloc=allocation("n1", "gpu-3")),
     )
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []
 
 
 def test_roll_back_does_not_touch_a_claim_whose_binding_is_assumed() -> None:
@@ -206,7 +206,7 @@ def test_roll_back_does_not_touch_a_claim_whose_binding_is_assumed() -> None:
     by a bound pod and must not be rolled back."""
     s = state_with(pod("web", rv="1"), held(rv="3"))
     s.assume_pod("uid-web", "n1")  # the scheduler's decision; kept until the binding is seen
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []
     # Once the binding is visible, the pod is bound and uses the claim: still nothing to do.
     s.upsert_pod(pod("web", rv="4", node_name="n1", phase="Running", claim_name=CLAIM))
-    assert claims_to_roll_back(s, SCHEDULER, frozenset()) == []
+    assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []

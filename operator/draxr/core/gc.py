@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,17 +47,21 @@ def claims_to_release(state: ClusterState) -> list[ClaimAction]:
     return actions
 
 
-def claims_to_roll_back(state: ClusterState, scheduler_name: str, in_flight: Collection[str]) -> list[ClaimAction]:
-    """Special claims of our pods that no binding in flight is writing and that the pod does not
-    use: the pod is unbound (an earlier attempt crashed or failed), or it is bound and its status
-    names another claim. kube-scheduler's pods are left alone: it may be mid-binding."""
+def claims_to_roll_back(
+    state: ClusterState, scheduler_names: AbstractSet[str], in_flight: Collection[str]
+) -> list[ClaimAction]:
+    """Special claims of our pods (``scheduler_names``: ours, plus the default scheduler's in
+    adoption mode, where kube-scheduler writes no such claims) that no binding in flight is
+    writing and that the pod does not use: the pod is unbound (an earlier attempt crashed or
+    failed), or it is bound and its status names another claim. kube-scheduler's pods are left
+    alone otherwise: it may be mid-binding."""
     actions: list[ClaimAction] = []
     for key, claim in sorted(state.claims.items()):
         owner = special_claim_owner(claim)
         if owner is None or _going_away(claim):
             continue
         pod = state.pods.get(owner[1])
-        if pod is None or pod.terminal or pod.uid in in_flight or pod.scheduler_name != scheduler_name:
+        if pod is None or pod.terminal or pod.uid in in_flight or pod.scheduler_name not in scheduler_names:
             continue
         if pod.uid in state.assumed_nodes:
             continue  # bound by us, the watch has not shown it yet: the claim is in use

@@ -12,19 +12,21 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
-def ensure_binaries() -> Path:
+def ensure_binaries(k8s_version: str | None = None) -> Path:
     """Return the directory holding the binaries, building them first when the cache is cold.
 
-    ``DRAXR_BIN_DIR`` points at a ready directory and skips the build script. The build prints its
+    ``DRAXR_BIN_DIR`` points at a ready directory of the default version and skips the build script;
+    ``k8s_version`` (e.g. "v1.35.4") asks the build script for another one. The build prints its
     progress to the real stderr so that a cold build under pytest's capture is still visible.
     """
     preset = os.environ.get("DRAXR_BIN_DIR")
-    if preset:
+    if preset and k8s_version is None:
         out = Path(preset)
     else:
+        env = {**os.environ, **({"K8S_VERSION": k8s_version} if k8s_version else {})}
         print(f"[draxr] ensuring control-plane binaries via {BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
         proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
+            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False, env=env
         )
         if proc.returncode != 0:
             raise RuntimeError(f"building the control plane failed (exit {proc.returncode}); see the log above")

@@ -100,6 +100,7 @@ class Options:
     kwok: bool = True
     kcm_controllers: str = "*"
     feature_gates: str = ""
+    scheduler_feature_gates: str | None = None  # None: feature_gates (1.35 adoption tests turn it off there)
     kwok_stages: tuple[str, ...] = ("node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-delete")
     scheduler_qps: float = 200
     scheduler_burst: int = 400
@@ -329,8 +330,9 @@ class ControlPlane:
         path.write_text(json.dumps(config, indent=2))
         path.chmod(0o600)
 
-    def _gates(self) -> list[str]:
-        return [f"--feature-gates={self.options.feature_gates}"] if self.options.feature_gates else []
+    def _gates(self, gates: str | None = None) -> list[str]:
+        value = self.options.feature_gates if gates is None else gates
+        return [f"--feature-gates={value}"] if value else []
 
     def _etcd_argv(self) -> list[str]:
         peer = f"http://{LOOPBACK}:{self.ports['etcd_peer']}"
@@ -432,7 +434,7 @@ class ControlPlane:
             f"--bind-address={LOOPBACK}",
             f"--secure-port={self.ports['scheduler']}",
             "--v=1",
-            *self._gates(),
+            *self._gates(self.options.scheduler_feature_gates),
         ]
 
     def _write_kwok_config(self) -> None:

@@ -1,0 +1,117 @@
+"""The mutating admission webhook: on Pod CREATE in opted-in namespaces, steer pods that request a
+mapped extended resource to draxr's scheduler name. It only steers: no object is created at
+admission, and the decision reads the warm in-memory view (no API call on the admission path)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from draxr import logs, metrics
+from draxr.core.mapping import ExtendedResourceMapping
+from draxr.core.steering import admission_verdict, steering_patch
+from draxr.settings import Settings
+from draxr.webhook_tls import CertKeeper
+
+log = logs.get("draxr.webhook")
+PATH = "/mutate-pods"
+
+
+def review_response(
+    review: dict[str, Any], mapping: ExtendedResourceMapping | None, scheduler_name: str
+) -> dict[str, Any]:
+    """AdmissionReview in, AdmissionReview out. Always allowed; patched or not. ``mapping`` None:
+    the view is not synced yet, so nothing is steered rather than steered on partial knowledge."""
+    request = review.get("request") or {}
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+    out = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    pod = request.get("object") or {}
+    kind = request.get("kind") or {}
+    meta = pod.get("metadata") or {}
+    who = f"{request.get('namespace') or meta.get('namespace', '')}/{meta.get('name') or meta.get('generateName', '')}"
+    if kind.get("kind") != "Pod" or request.get("operation") != "CREATE" or request.get("subResource"):
+        metrics.WEBHOOK_ADMISSIONS.labels(result="ignored").inc()
+        return out
+    if mapping is None:
+        metrics.WEBHOOK_ADMISSIONS.labels(result="not-synced").inc()
+        log.warning("pod admitted unchanged: draxr has not synced its cluster view yet", pod=who)
+        return out
+    verdict = admission_verdict(pod, mapping)
+    if not verdict.steer:
+        metrics.WEBHOOK_ADMISSIONS.labels(result="unchanged").inc()
+        log.debug("pod admitted unchanged", pod=who, why=verdict.reason)
+        return out
+    patch = steering_patch(pod, scheduler_name, verdict.reason)
+    response["patchType"] = "JSONPatch"
+    response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    metrics.WEBHOOK_ADMISSIONS.labels(result="steered").inc()
+    log.info("pod steered to draxr", pod=who, scheduler_name=scheduler_name, why=verdict.reason)
+    return out
+
+
+def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler_name: str) -> web.Application:
+    async def mutate(request: web.Request) -> web.Response:
+        t0 = time.monotonic()
+        try:
+            review = await request.json()
+            if not isinstance(review, dict):
+                raise ValueError("AdmissionReview must be an object")
+        except ValueError as e:
+            metrics.WEBHOOK_ADMISSIONS.labels(result="bad-request").inc()
+            log.warning("malformed AdmissionReview", error=str(e))
+            return web.json_response({"error": "malformed AdmissionReview"}, status=400)
+        try:
+            body = review_response(review, mapping(), scheduler_name)
+        except Exception:  # a bug must not fail admission: allow unchanged (the pod keeps its scheduler)
+            log.exception("webhook decision failed; pod admitted unchanged")
+            metrics.WEBHOOK_ADMISSIONS.labels(result="error").inc()
+            uid = (review.get("request") or {}).get("uid", "")
+            body = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": uid, "allowed": True},
+            }
+        metrics.WEBHOOK_SECONDS.observe(time.monotonic() - t0)
+        return web.json_response(body)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app.router.add_post(PATH, mutate)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+class WebhookServer:
+    """HTTPS on ``bind_address:webhook_port`` with the certificate the keeper loads from the Secret.
+    Every replica serves from its own warm view; only the leader runs ``CertKeeper.ensure_loop``.
+    Until a certificate exists nothing listens: the API server's calls fail and, failurePolicy
+    Ignore, pods are admitted unchanged."""
+
+    def __init__(
+        self, certs: CertKeeper, settings: Settings, mapping: Callable[[], ExtendedResourceMapping | None]
+    ) -> None:
+        self.certs = certs
+        self.settings = settings
+        self.mapping = mapping
+
+    async def serve(self) -> None:
+        s = self.settings
+        reload = asyncio.create_task(self.certs.reload_loop(), name="webhook-cert-reload")
+        runner = web.AppRunner(application(self.mapping, s.scheduler_name), access_log=None)
+        try:
+            await self.certs.loaded.wait()
+            await runner.setup()
+            await web.TCPSite(runner, s.bind_address, s.webhook_port, ssl_context=self.certs.ssl).start()
+            log.info("admission webhook serving", address=s.bind_address, port=s.webhook_port, path=PATH)
+            await asyncio.Event().wait()
+        finally:
+            reload.cancel()
+            await runner.cleanup()

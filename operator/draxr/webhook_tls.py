@@ -1,0 +1,190 @@
+"""The webhook's serving certificate: the leader creates and rotates it in a Secret and keeps the
+MutatingWebhookConfiguration's caBundle current; every replica loads it from the Secret."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import ssl
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from draxr import logs
+from draxr.core import certs
+from draxr.kube import JSON_PATCH, ApiException, Kube, Resource, api_message
+from draxr.settings import Settings
+
+log = logs.get("draxr.webhook")
+
+SECRETS = Resource("", "v1", "secrets", True)
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CertKeeper:
+    def __init__(self, kube: Kube, settings: Settings, clock: Callable[[], datetime] = _now) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.clock = clock
+        self.ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.loaded = asyncio.Event()  # a certificate is in self.ssl: the server may start
+        self._serving: bytes = b""
+        self._missing_config_logged = False
+
+    # ---- every replica ------------------------------------------------------------------------------
+    async def _read(self) -> tuple[certs.Pki | None, dict[str, Any] | None]:
+        s = self.settings
+        try:
+            secret = await self.kube.get(SECRETS, s.webhook_secret_name, s.webhook_namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None, None
+            raise
+        return certs.Pki.from_secret_data(secret.get("data")), secret
+
+    def _load(self, tls_crt: bytes, tls_key: bytes) -> None:
+        """SSLContext takes files only; a private temp dir, removed at once. New handshakes use the
+        new certificate, open connections keep theirs."""
+        if tls_crt == self._serving:
+            return
+        with tempfile.TemporaryDirectory(prefix="draxr-tls.") as tmp:
+            crt, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+            crt.write_bytes(tls_crt)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(tls_key)
+            self.ssl.load_cert_chain(crt, key)
+        first = not self._serving
+        self._serving = tls_crt
+        self.loaded.set()
+        log.info(
+            "webhook serving certificate loaded" if first else "webhook serving certificate reloaded",
+            not_after=certs.not_after(tls_crt).isoformat(),
+        )
+
+    async def reload_once(self) -> None:
+        """Only tls.crt and tls.key are needed here, so a Secret written by cert-manager works too."""
+        s = self.settings
+        try:
+            secret = await self.kube.get(SECRETS, s.webhook_secret_name, s.webhook_namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return
+            raise
+        data = secret.get("data") or {}
+        if certs.TLS_CRT in data and certs.TLS_KEY in data:
+            self._load(base64.b64decode(data[certs.TLS_CRT]), base64.b64decode(data[certs.TLS_KEY]))
+
+    async def reload_loop(self) -> None:
+        while True:
+            try:
+                await self.reload_once()
+            except (ApiException, OSError, ssl.SSLError, ValueError) as e:
+                log.warning("webhook certificate reload failed", error=_message(e))
+            await asyncio.sleep(self.settings.webhook_cert_check_seconds)
+
+    # ---- the leader ------------------------------------------------------------------------------------
+    async def ensure_once(self) -> None:
+        """Create or rotate the PKI if due; keep the caBundle current. The bundle is patched before
+        the Secret is written, so no replica ever serves a certificate the API server distrusts."""
+        s = self.settings
+        pki, secret = await self._read()
+        now = self.clock()
+        planned = certs.plan(
+            pki,
+            s.webhook_hosts,
+            now,
+            timedelta(seconds=s.webhook_ca_validity_seconds),
+            timedelta(seconds=s.webhook_cert_validity_seconds),
+        )
+        if planned is not None:
+            # A new CA: trust it alongside the old one, and let API servers see that, before anyone serves it.
+            rotating = pki is not None and planned.pki.ca_crt != pki.ca_crt
+            overlap = certs.ca_bundle(planned.pki, now) + (_unless_in(pki.ca_crt, planned.pki) if pki else b"")
+            if rotating and await self._patch_bundle(overlap):
+                await asyncio.sleep(s.webhook_rotation_grace_seconds)
+            await self._write(planned.pki, secret)
+            log.info(
+                "webhook certificate written",
+                why=planned.why,
+                secret=f"{s.webhook_namespace}/{s.webhook_secret_name}",
+                not_after=certs.not_after(planned.pki.tls_crt).isoformat(),
+            )
+            pki = planned.pki
+        assert pki is not None
+        await self._patch_bundle(certs.ca_bundle(pki, now))
+        self._load(pki.tls_crt, pki.tls_key)
+
+    async def ensure_loop(self) -> None:
+        while True:
+            try:
+                await self.ensure_once()
+            except (ApiException, OSError, ssl.SSLError) as e:
+                log.warning("webhook certificate upkeep failed, retrying", error=_message(e))
+            await asyncio.sleep(self.settings.webhook_cert_check_seconds)
+
+    async def _write(self, pki: certs.Pki, secret: dict[str, Any] | None) -> None:
+        s = self.settings
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {
+                "name": s.webhook_secret_name,
+                "namespace": s.webhook_namespace,
+                "labels": {"app.kubernetes.io/name": "draxr", "app.kubernetes.io/component": "webhook"},
+            },
+            "data": pki.to_secret_data(),
+        }
+        if secret is None:
+            await self.kube.create(SECRETS, body, s.webhook_namespace)
+        else:  # resourceVersion: a concurrent writer makes this fail (409) and the next pass re-reads
+            body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
+            await self.kube.replace(SECRETS, body, s.webhook_namespace)
+
+    async def _patch_bundle(self, bundle: bytes) -> bool:
+        """True if the bundle changed."""
+        name = self.settings.webhook_configuration_name
+        try:
+            config = await self.kube.get(MUTATING_WEBHOOKS, name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            if not self._missing_config_logged:
+                log.info("no MutatingWebhookConfiguration to keep the caBundle of", name=name)
+                self._missing_config_logged = True
+            return False
+        self._missing_config_logged = False
+        encoded = base64.b64encode(bundle).decode()
+        ops: list[dict[str, Any]] = []
+        for i, hook in enumerate(config.get("webhooks") or ()):
+            if (hook.get("clientConfig") or {}).get("caBundle") != encoded:
+                ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": encoded})
+        if not ops:
+            return False
+        rv = config["metadata"]["resourceVersion"]
+        await self.kube.patch(
+            MUTATING_WEBHOOKS,
+            name,
+            [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops],
+            content_type=JSON_PATCH,
+        )
+        log.info("webhook caBundle updated", configuration=name, webhooks=len(ops))
+        return True
+
+
+def _unless_in(ca_crt: bytes, pki: certs.Pki) -> bytes:
+    """The CA in use now, if the planned PKI does not already trust it."""
+    return b"" if ca_crt in (pki.ca_crt, pki.previous_ca_crt) else ca_crt
+
+
+def _message(e: Exception) -> str:
+    return api_message(e) if isinstance(e, ApiException) else str(e)

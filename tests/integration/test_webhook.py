@@ -1,0 +1,393 @@
+"""The admission webhook on a real control plane: kube-apiserver calls draxr over loopback TLS.
+
+The session operator (conftest) serves the webhook on 127.0.0.1 with the manifests'
+MutatingWebhookConfiguration pointed at it by url, its certificate made and kept by the operator
+itself under the ServiceAccount's least-privilege RBAC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from draxr.app import Operator
+from draxr.core import certs
+from draxr.core.steering import STEERED_ANNOTATION
+from draxr.devcluster import fakedriver
+from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, free_port
+from draxr.kube import JSON_PATCH, NAMESPACES, PODS, RESOURCE_CLAIMS, Kube, Resource
+from draxr.settings import Settings
+from draxr.webhook import WebhookServer
+from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
+
+from . import manifests
+from .test_platform import eventually
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
+JOBS = Resource("batch", "v1", "jobs", True)
+ENABLED = {"draxr.io/enabled": "true"}
+
+
+@pytest.fixture
+async def webhook_ready(operator: Operator, kube: Kube) -> Operator:
+    """The operator serves, and the installed configuration trusts its CA."""
+    assert operator.certs is not None
+    await asyncio.wait_for(operator.certs.loaded.wait(), 60)
+
+    async def trusted() -> bool:
+        config = await kube.get(MUTATING_WEBHOOKS, "draxr")
+        return all(h["clientConfig"].get("caBundle") for h in config["webhooks"])
+
+    await eventually(trusted, timeout=30)
+    return operator
+
+
+async def mapped(op: Operator, fleet: fakedriver.Fleet) -> str:
+    """The fleet's extended resource name, once the operator's warm view maps it."""
+    [resource] = [r for r in fleet.classes.values() if r]
+
+    async def known() -> bool:
+        return resource in op.state.mapping
+
+    await eventually(known, timeout=30)
+    return resource
+
+
+@contextlib.asynccontextmanager
+async def labelled_namespace(kube: Kube, name: str, labels: dict[str, str]) -> AsyncIterator[str]:
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    )
+    try:
+        yield name
+    finally:
+        await kube.delete_if_exists(NAMESPACES, name)
+
+
+def workload_pod_spec(resource: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "containers": [{"name": "main", "image": "registry.invalid/app:1", "resources": {"limits": {resource: "1"}}}],
+        **spec,
+    }
+
+
+def deployment(name: str, resource: str, replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": workload_pod_spec(resource)},
+        },
+    }
+
+
+def job(name: str, resource: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": {RUN_FOR_ANNOTATION: "2s"}},
+                "spec": workload_pod_spec(resource, restartPolicy="Never"),
+            },
+        },
+    }
+
+
+def bare_pod(name: str, resources: dict[str, str], **extra: Any) -> dict[str, Any]:
+    labels = extra.pop("labels", {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.invalid/app:1", "resources": {"limits": resources}}],
+            **extra,
+        },
+    }
+
+
+async def pods_of(kube: Kube, namespace: str, app: str, count: int) -> list[dict[str, Any]]:
+    async def listed() -> list[dict[str, Any]] | None:
+        items = await kube.list(PODS, namespace, labelSelector=f"app={app}")
+        return items if len(items) >= count else None
+
+    result: list[dict[str, Any]] = await eventually(listed, timeout=60)
+    return result
+
+
+def steered(p: dict[str, Any]) -> bool:
+    return p["spec"].get("schedulerName") == "draxr" and STEERED_ANNOTATION in (p["metadata"].get("annotations") or {})
+
+
+async def test_unmodified_deployment_and_job_run_on_dra_in_an_opted_in_namespace(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    resource = await mapped(webhook_ready, fleet)
+    [cls] = fleet.classes
+    async with labelled_namespace(kube, f"{names}-on", ENABLED) as ns:
+        await kube.create(DEPLOYMENTS, deployment("web", resource), ns)
+        await kube.create(JOBS, job("train", resource), ns)
+
+        async def bound(app: str, count: int) -> list[dict[str, Any]] | None:
+            items = await kube.list(PODS, ns, labelSelector=f"app={app}")
+            done = [
+                p
+                for p in items
+                if p["spec"].get("nodeName")
+                and (p.get("status") or {}).get("extendedResourceClaimStatus", {}).get("resourceClaimName")
+            ]
+            return done if len(done) >= count else None
+
+        web = await eventually(lambda: bound("web", 2), timeout=90)
+        for p in web:
+            assert steered(p), p["metadata"]
+            note = p["metadata"]["annotations"][STEERED_ANNOTATION]
+            assert f"{resource} -> DeviceClass {cls} (explicit)" in note
+            assert p["spec"]["nodeName"] in fleet.node_names()
+            claim_name = p["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+            claim = await kube.get(RESOURCE_CLAIMS, claim_name, ns)
+            assert claim["status"]["allocation"]["devices"]["results"][0]["driver"] == fleet.driver
+            assert claim["metadata"]["ownerReferences"][0]["uid"] == p["metadata"]["uid"]
+        # The manifests themselves are untouched: only the pods were steered.
+        dep = await kube.get(DEPLOYMENTS, "web", ns)
+        assert dep["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
+
+        # The Job's pod ran on a device and completed; its claim is released.
+        [train] = await pods_of(kube, ns, "train", 1)
+        assert steered(train)
+
+        async def job_done() -> bool:
+            return bool(((await kube.get(JOBS, "train", ns)).get("status") or {}).get("succeeded"))
+
+        await eventually(job_done, timeout=90)
+        [train] = await pods_of(kube, ns, "train", 1)
+        claim_name = train["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+
+        async def released() -> bool:
+            return claim_name not in {c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, ns)}
+
+        await eventually(released, timeout=60)
+
+
+async def test_namespaces_without_the_label_are_left_to_the_default_scheduler(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    resource = await mapped(webhook_ready, fleet)
+    async with labelled_namespace(kube, f"{names}-off", {"draxr.io/enabled": "false"}) as ns:
+        await kube.create(DEPLOYMENTS, deployment("web", resource, replicas=1), ns)
+        [p] = await pods_of(kube, ns, "web", 1)
+        assert p["spec"]["schedulerName"] == "default-scheduler"
+        assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
+
+
+async def test_pods_naming_a_scheduler_or_asking_for_device_plugin_resources_are_left_alone(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    resource = await mapped(webhook_ready, fleet)
+    async with labelled_namespace(kube, f"{names}-on", ENABLED) as ns:
+        cases = {
+            "named": bare_pod("named", {resource: "1"}, schedulerName="volcano"),
+            "plugin": bare_pod("plugin", {"nvidia.com/gpu": "1"}),
+            "skip": bare_pod("skip", {resource: "1"}, labels={"draxr.io/skip": "true"}),
+            "cpu": bare_pod("cpu", {"cpu": "100m"}),
+            "mapped": bare_pod("mapped", {resource: "1"}),  # the control: this one is steered
+        }
+        created = {name: await kube.create(PODS, body, ns) for name, body in cases.items()}
+        assert created["named"]["spec"]["schedulerName"] == "volcano"
+        for name in ("plugin", "skip", "cpu"):
+            assert created[name]["spec"]["schedulerName"] == "default-scheduler", name
+            assert STEERED_ANNOTATION not in (created[name]["metadata"].get("annotations") or {}), name
+        assert steered(created["mapped"])
+
+
+@contextlib.asynccontextmanager
+async def webhook_pointed_at(kube: Kube, url: str) -> AsyncIterator[None]:
+    """Point the installed configuration somewhere else for a while (draxr "down")."""
+    config = await kube.get(MUTATING_WEBHOOKS, "draxr")
+    original = config["webhooks"][0]["clientConfig"]["url"]
+
+    async def set_url(value: str) -> None:
+        await kube.patch(
+            MUTATING_WEBHOOKS,
+            "draxr",
+            [{"op": "replace", "path": "/webhooks/0/clientConfig/url", "value": value}],
+            content_type=JSON_PATCH,
+        )
+
+    await set_url(url)
+    await asyncio.sleep(1)  # the API server's webhook informer
+    try:
+        yield
+    finally:
+        await set_url(original)
+        await asyncio.sleep(1)
+
+
+async def test_pod_creation_succeeds_unmutated_while_draxr_is_down(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    resource = await mapped(webhook_ready, fleet)
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)  # accepts, never answers: the API server gives up after timeoutSeconds
+        writer.close()
+
+    hung = await asyncio.start_server(hang, "127.0.0.1", 0)
+    hung_port = hung.sockets[0].getsockname()[1]
+    async with hung, labelled_namespace(kube, f"{names}-on", ENABLED) as ns:
+        # Nothing listening (the process is gone): connection refused.
+        async with webhook_pointed_at(kube, manifests.webhook_url(free_port())):
+            p = await kube.create(PODS, bare_pod("refused", {resource: "1"}), ns)
+            assert p["spec"]["schedulerName"] == "default-scheduler"
+            assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
+        # Hanging (the process is stuck): timeoutSeconds, then admitted unchanged.
+        async with webhook_pointed_at(kube, f"https://127.0.0.1:{hung_port}/mutate-pods"):
+            t0 = time.monotonic()
+            p = await kube.create(PODS, bare_pod("hung", {resource: "1"}), ns)
+            waited = time.monotonic() - t0
+            assert p["spec"]["schedulerName"] == "default-scheduler"
+            assert waited >= 2.5, f"the API server did not wait for the webhook ({waited:.1f}s)"
+        # Back up: steered again.
+        back = await kube.create(PODS, bare_pod("back", {resource: "1"}), ns)
+        assert steered(back)
+
+
+async def test_installed_configuration_fails_open_with_a_short_timeout(kube: Kube, webhook_ready: Operator) -> None:
+    [hook] = (await kube.get(MUTATING_WEBHOOKS, "draxr"))["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] <= 5
+    assert hook["sideEffects"] == "None"
+    assert hook["namespaceSelector"] == {"matchLabels": ENABLED}
+    assert hook["objectSelector"]["matchExpressions"] == [
+        {"key": "draxr.io/skip", "operator": "NotIn", "values": ["true"]}
+    ]
+    assert hook["rules"][0]["operations"] == ["CREATE"]
+    assert hook["rules"][0]["resources"] == ["pods"]
+    # The bundle is the operator's own CA, from its Secret (made with the ServiceAccount's token).
+    secret = await kube.get(SECRETS, "draxr-webhook-tls", "draxr-system")
+    pki = certs.Pki.from_secret_data(secret["data"])
+    assert pki is not None
+    assert base64.b64decode(hook["clientConfig"]["caBundle"]).startswith(pki.ca_crt)
+
+
+async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_working(
+    kube: Kube, control_plane: ControlPlane, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    """A second webhook (own configuration, Secret, port and namespace label) whose CA and
+    certificate live 15 s, so that it rotates twice while pods are created every 0.5 s: every
+    pod must come out steered, so no admission call failed on a certificate the API server did
+    not trust at that moment."""
+    resource = await mapped(webhook_ready, fleet)
+    label = f"rotation.draxr.io/{names}"
+    port = free_port()
+    config = copy.deepcopy(
+        next(
+            d
+            for d in yaml.safe_load_all(manifests.rendered(control_plane, ""))
+            if d and d["kind"] == "MutatingWebhookConfiguration"
+        )
+    )
+    config["metadata"] = {"name": names}
+    config["webhooks"][0]["clientConfig"] = {"url": manifests.webhook_url(port)}
+    config["webhooks"][0]["namespaceSelector"] = {"matchLabels": {label: "true"}}
+    await kube.create(MUTATING_WEBHOOKS, config)
+    async with labelled_namespace(kube, f"{names}-rot", {label: "true"}) as ns:
+        settings = Settings(
+            scheduler_name="draxr-rotation",  # nobody schedules these pods: only admission is under test
+            bind_address="127.0.0.1",
+            webhook_port=port,
+            webhook_namespace=ns,
+            webhook_secret_name=names,
+            webhook_configuration_name=names,
+            webhook_extra_hosts="127.0.0.1",
+            webhook_ca_validity_seconds=15,
+            webhook_cert_validity_seconds=15,
+            webhook_cert_check_seconds=0.5,
+            webhook_rotation_grace_seconds=2,
+        )
+        keeper = CertKeeper(kube, settings)
+        server = WebhookServer(keeper, settings, lambda: webhook_ready.state.mapping)
+        tasks = [asyncio.create_task(keeper.ensure_loop()), asyncio.create_task(server.serve())]
+        try:
+            await asyncio.wait_for(keeper.loaded.wait(), 30)
+            await asyncio.sleep(1)  # the API server sees the first caBundle
+            cas: list[bytes] = []
+            bundles: set[str] = set()
+            results: list[tuple[str, bool]] = []
+            deadline = time.monotonic() + 26
+            i = 0
+            while time.monotonic() < deadline and i < 60:
+                p = await kube.create(PODS, bare_pod(f"p{i}", {resource: "1"}), ns)
+                results.append((p["metadata"]["name"], p["spec"].get("schedulerName") == "draxr-rotation"))
+                pki = certs.Pki.from_secret_data((await kube.get(SECRETS, names, ns))["data"])
+                assert pki is not None
+                if pki.ca_crt not in cas:
+                    cas.append(pki.ca_crt)
+                bundles.add((await kube.get(MUTATING_WEBHOOKS, names))["webhooks"][0]["clientConfig"]["caBundle"])
+                i += 1
+                await asyncio.sleep(0.5)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await kube.delete_if_exists(MUTATING_WEBHOOKS, names)
+        assert len(cas) >= 2, "the CA never rotated"
+        assert len(bundles) >= 2, "the caBundle never changed"
+        final = certs.Pki.from_secret_data((await kube.get(SECRETS, names, ns))["data"])
+        assert final is not None
+        assert final.previous_ca_crt in cas  # the previous CA is kept for the overlap
+        subjects = {x509.load_pem_x509_certificate(c).subject.rfc4514_string() for c in cas}
+        assert len(subjects) == len(cas)  # distinct subjects: verifiers look issuers up by name
+        unsteered = [name for name, ok in results if not ok]
+        assert not unsteered, f"{len(unsteered)}/{len(results)} pods admitted unchanged during rotation: {unsteered}"
+
+
+async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespace: str, names: str) -> None:
+    """cert-manager's Secret layout (ca.crt, tls.crt, tls.key; no CA key): with --webhook-self-signed
+    false draxr only loads it, and reloads it when it changes."""
+    settings = Settings(
+        webhook_port=1, webhook_namespace=namespace, webhook_secret_name=names, webhook_self_signed=False
+    )
+    keeper = CertKeeper(kube, settings)
+    await keeper.reload_once()
+    assert not keeper.loaded.is_set()  # no Secret yet: nothing to serve with
+
+    def issued() -> dict[str, str]:
+        planned = certs.plan(None, ["draxr-webhook.x.svc"], datetime.now(UTC), timedelta(days=1), timedelta(days=1))
+        assert planned is not None
+        data = planned.pki.to_secret_data()
+        return {k: data[k] for k in (certs.CA_CRT, certs.TLS_CRT, certs.TLS_KEY)}
+
+    first = issued()
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": names},
+        "type": "kubernetes.io/tls",
+        "data": first,
+    }
+    created = await kube.create(SECRETS, secret, namespace)
+    await keeper.reload_once()
+    assert keeper.loaded.is_set()
+    assert keeper._serving == base64.b64decode(first[certs.TLS_CRT])
+    second = issued()
+    await kube.replace(SECRETS, {**created, "data": second}, namespace)
+    await keeper.reload_once()
+    assert keeper._serving == base64.b64decode(second[certs.TLS_CRT])
