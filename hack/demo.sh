@@ -104,8 +104,8 @@ echo
 echo "\$ draxr capacity   # after: the Job's claims are released, the Deployment holds 2 devices"
 .venv/bin/draxr capacity --kubeconfig "$KUBECONFIG"
 echo
-echo "\$ curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total'"
-curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts)_total' || true
+echo "\$ curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts|webhook_admissions)_total'"
+curl -s 127.0.0.1:18080/metrics | grep -E '^draxr_(resourceclaim_creates|resourceclaims_released|schedule_attempts|webhook_admissions)_total' || true
 echo
 echo "The cluster and draxr keep running: export KUBECONFIG=$KUBECONFIG; $BIN/kubectl get pods -A"
 echo "Stop everything with: bash hack/demo.sh down"

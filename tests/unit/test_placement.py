@@ -767,3 +767,25 @@ def test_device_scoring_packs_small_requests_so_a_whole_node_stays_free() -> Non
     assert packed == ["a", "a", "a", "a", "b"]
     least = _place_all(cluster({"a": 4, "b": 4}), [1, 1], device_scoring=Scoring.LEAST_ALLOCATED)
     assert least == ["a", "b"]
+
+
+def test_device_scoring_ranks_device_plugin_nodes_like_dra_nodes() -> None:
+    """A node serving the name by device plugin is scored on the same device axis: MostAllocated
+    fills the busier of the two kinds first instead of always preferring the node without slices."""
+
+    def busy(dp_used: int, dra_used: int) -> str:
+        s = cluster({"dra": 8})
+        for i in range(dra_used):  # before the device-plugin node exists: all on "dra"
+            p = pod(f"old-dra-{i}", gpus=1)
+            s.upsert_pod(p)
+            assume(s, p, decided(schedule(PodInfo.from_api(p), s, features=DEFAULT_FEATURES)))
+        s.upsert_node(node("dp", extended={GPU: "8"}))
+        if dp_used:
+            s.upsert_pod(bound("old-dp", "dp", gpus=dp_used))
+        p = pod("new", gpus=1)
+        s.upsert_pod(p)
+        result = schedule(PodInfo.from_api(p), s, features=DEFAULT_FEATURES, device_scoring=Scoring.MOST_ALLOCATED)
+        return decided(result).node
+
+    assert busy(dp_used=0, dra_used=4) == "dra"
+    assert busy(dp_used=4, dra_used=0) == "dp"

@@ -257,8 +257,8 @@ def schedule(
                     reasons[r] += 1
                 continue
             score = _score(cpu, memory, node, usage, least)
-            if device_scoring is not None and ext.dra_requests:
-                score = _with_devices(score, state, node.name, ext.device_count, device_scoring)
+            if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
+                score = _with_devices(score, state, node, usage, ext, device_scoring)
             candidates.append(_Candidate(node, score, ext))
 
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
@@ -309,17 +309,27 @@ def schedule(
 _EMPTY_USAGE = NodeUsage()
 
 
-def _with_devices(score: float, state: ClusterState, node: str, wanted: int, scoring: Scoring) -> float:
-    """Adds the node's DRA devices as a third resource next to cpu and memory. MostAllocated packs
-    devices (whole nodes stay free for large requests); LeastAllocated spreads them. Counted per
-    pool of the node's own slices, whatever the class: a heuristic for ranking, never for fit."""
-    used = total = 0
-    pools: set[tuple[str, str]] = set()
-    for sl in state.inventory.node_local_slices(node):
-        total += len(sl.devices)
-        if (sl.driver, sl.pool) not in pools:
-            pools.add((sl.driver, sl.pool))
-            used += state.tracker.allocated_in_pool(sl.driver, sl.pool)
+def _with_devices(
+    score: float, state: ClusterState, node: NodeInfo, usage: NodeUsage, ext: NodeRequests, scoring: Scoring
+) -> float:
+    """Adds the node's devices as a third resource next to cpu and memory. MostAllocated packs
+    devices (whole nodes stay free for large requests); LeastAllocated spreads them. DRA devices
+    are counted per pool of the node's own slices, whatever the class; device-plugin resources the
+    pod asks for by their allocatable, so that both kinds of node rank alike. A heuristic for
+    ranking, never for fit."""
+    used = total = wanted = 0
+    if ext.dra_requests:
+        wanted += ext.device_count
+        pools: set[tuple[str, str]] = set()
+        for sl in state.inventory.node_local_slices(node.name):
+            total += len(sl.devices)
+            if (sl.driver, sl.pool) not in pools:
+                pools.add((sl.driver, sl.pool))
+                used += state.tracker.allocated_in_pool(sl.driver, sl.pool)
+    for name, count in ext.device_plugin.items():
+        wanted += count
+        total += node.allocatable.get(name, 0)
+        used += usage.requested.get(name, 0)
     if total <= 0:
         return score
     if used + wanted > total:
