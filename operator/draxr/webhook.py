@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import json
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -89,8 +92,20 @@ def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler
     return app
 
 
+@dataclass(frozen=True)
+class _Running:
+    loop: asyncio.AbstractEventLoop
+    stop: asyncio.Event
+
+
 class WebhookServer:
     """HTTPS on ``bind_address:webhook_port`` with the certificate the keeper loads from the Secret.
+
+    It runs in a thread with its own event loop: admission latency must not queue behind the main
+    loop's watch events and scheduling cycles (under a burst of pod creations the main loop is busy
+    by design, and a reply later than the configuration's timeout admits the pod unsteered). The
+    decision only reads the current mapping, an immutable object swapped by reference.
+
     Every replica serves from its own warm view; only the leader runs ``CertKeeper.ensure_loop``.
     Until a certificate exists nothing listens: the API server's calls fail and, failurePolicy
     Ignore, pods are admitted unchanged."""
@@ -103,15 +118,46 @@ class WebhookServer:
         self.mapping = mapping
 
     async def serve(self) -> None:
-        s = self.settings
         reload = asyncio.create_task(self.certs.reload_loop(), name="webhook-cert-reload")
-        runner = web.AppRunner(application(self.mapping, s.scheduler_name), access_log=None)
+        started: concurrent.futures.Future[_Running] = concurrent.futures.Future()
+        thread = threading.Thread(target=self._thread_main, args=(started,), name="draxr-webhook", daemon=True)
+        running: _Running | None = None
         try:
             await self.certs.loaded.wait()
-            await runner.setup()
-            await web.TCPSite(runner, s.bind_address, s.webhook_port, ssl_context=self.certs.ssl).start()
-            log.info("admission webhook serving", address=s.bind_address, port=s.webhook_port, path=PATH)
+            thread.start()
+            running = await asyncio.wrap_future(started)  # raises if the port cannot be bound
+            loop = running.loop
+
+            def in_server_thread(load: Callable[[], None]) -> None:
+                loop.call_soon_threadsafe(load)
+
+            self.certs.run_in_server = in_server_thread
             await asyncio.Event().wait()
         finally:
             reload.cancel()
-            await runner.cleanup()
+            self.certs.run_in_server = lambda load: load()
+            if running is not None:
+                running.loop.call_soon_threadsafe(running.stop.set)
+            if thread.is_alive():
+                await asyncio.to_thread(thread.join, 10)
+
+    def _thread_main(self, started: concurrent.futures.Future[_Running]) -> None:
+        async def main() -> None:
+            s = self.settings
+            runner = web.AppRunner(application(self.mapping, s.scheduler_name), access_log=None)
+            try:
+                await runner.setup()
+                await web.TCPSite(runner, s.bind_address, s.webhook_port, ssl_context=self.certs.ssl).start()
+            except BaseException as e:
+                started.set_exception(e)
+                await runner.cleanup()
+                return
+            log.info("admission webhook serving", address=s.bind_address, port=s.webhook_port, path=PATH)
+            stop = asyncio.Event()
+            started.set_result(_Running(asyncio.get_running_loop(), stop))
+            try:
+                await stop.wait()
+            finally:
+                await runner.cleanup()
+
+        asyncio.run(main())

@@ -37,6 +37,9 @@ class CertKeeper:
         self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self.loaded = asyncio.Event()  # a certificate is in self.ssl: the server may start
         self._serving: bytes = b""
+        # The server's thread owns the context once it serves: loads are handed to it, so that no
+        # handshake ever runs concurrently with a certificate change.
+        self.run_in_server: Callable[[Callable[[], None]], None] = lambda load: load()
         self._missing_config_logged = False
 
     # ---- every replica ------------------------------------------------------------------------------
@@ -51,17 +54,9 @@ class CertKeeper:
         return certs.Pki.from_secret_data(secret.get("data")), secret
 
     def _load(self, tls_crt: bytes, tls_key: bytes) -> None:
-        """SSLContext takes files only; a private temp dir, removed at once. New handshakes use the
-        new certificate, open connections keep theirs."""
         if tls_crt == self._serving:
             return
-        with tempfile.TemporaryDirectory(prefix="draxr-tls.") as tmp:
-            crt, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-            crt.write_bytes(tls_crt)
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(tls_key)
-            self.ssl.load_cert_chain(crt, key)
+        self.run_in_server(lambda: _load_chain(self.ssl, tls_crt, tls_key))
         first = not self._serving
         self._serving = tls_crt
         self.loaded.set()
@@ -179,6 +174,18 @@ class CertKeeper:
         )
         log.info("webhook caBundle updated", configuration=name, webhooks=len(ops))
         return True
+
+
+def _load_chain(context: ssl.SSLContext, tls_crt: bytes, tls_key: bytes) -> None:
+    """SSLContext takes files only: a private temp dir, removed at once. New handshakes use the new
+    certificate, open connections keep theirs."""
+    with tempfile.TemporaryDirectory(prefix="draxr-tls.") as tmp:
+        crt, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+        crt.write_bytes(tls_crt)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(tls_key)
+        context.load_cert_chain(crt, key)
 
 
 def _unless_in(ca_crt: bytes, pki: certs.Pki) -> bytes:
