@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,6 +41,8 @@ from draxr.kube import (
 )
 
 from . import manifests
+from .clusters import extra_control_plane
+from .manifests import kubectl
 from .test_platform import eventually, pod
 
 NAMESPACE = "draxr-system"
@@ -53,13 +54,6 @@ REFUSALS = ("forbidden", "api request refused", "not enough permissions", "(403)
 
 
 # ---- kubectl -----------------------------------------------------------------------------------
-
-
-def kubectl(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
-    return subprocess.run(
-        [str(ensure_binaries() / "kubectl"), *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def install(cp: ControlPlane) -> subprocess.CompletedProcess[str]:
@@ -85,19 +79,9 @@ def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProce
 def bare_cluster() -> Iterator[ControlPlane]:
     """A second control plane: no resourceclaim controller (draxr alone releases claims), no
     kube-scheduler (the Deployment's own pod stays Pending and never competes), draxr installed."""
-    cp = ControlPlane(
-        ensure_binaries(),
-        Path(tempfile.mkdtemp(prefix="draxr-cp-install.")),
-        Options(kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER),
-    )
-    try:
-        cp.start()
+    with extra_control_plane("install", Options(kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER)) as cp:
         install(cp)
         yield cp
-    finally:
-        cp.stop()
-        if not os.environ.get("DRAXR_KEEP_RUN_DIR"):
-            shutil.rmtree(cp.run_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,30 +16,17 @@ import pytest
 
 from draxr.app import Operator
 from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import DEVICE_CLASSES, PODS, Kube, Resource
 from draxr.mapping_status import MAPPINGS
 
+from .manifests import kubectl
 from .test_operator_basics import SCHEDULER, _bound_with_status
 from .test_platform import eventually, pod
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "extendedresourcemappings.draxr.io.yaml"
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 CRD_NAME = "extendedresourcemappings.draxr.io"
-
-
-def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
-    return subprocess.run(
-        [str(ensure_binaries() / "kubectl"), *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

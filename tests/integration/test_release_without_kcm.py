@@ -4,21 +4,18 @@ draxr alone frees the devices. (With the controller on, the session cluster cove
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
 from draxr.app import Operator
 from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
 from draxr.settings import Settings
 
+from .clusters import extra_control_plane
 from .embedded import embedded_operator
 from .test_platform import eventually, pod
 
@@ -27,15 +24,8 @@ NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
 
 @pytest.fixture(scope="module")
 def bare_cluster() -> Iterator[ControlPlane]:
-    cp = ControlPlane(
-        ensure_binaries(),
-        Path(tempfile.mkdtemp(prefix="draxr-cp-noclaimctl.")),
-        Options(kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER),
-    )
-    cp.start()
-    yield cp
-    cp.stop()
-    shutil.rmtree(cp.run_dir, ignore_errors=True)
+    with extra_control_plane("noclaimctl", Options(kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER)) as cp:
+        yield cp
 
 
 @pytest.fixture(scope="module")
