@@ -11,11 +11,15 @@ import asyncio
 import base64
 import contextlib
 import copy
+import json
+import ssl
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from cryptography import x509
@@ -31,6 +35,7 @@ from draxr.webhook import WebhookServer
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
 
 from . import manifests
+from .test_install import Draxr, service_account_dir
 from .test_platform import eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
@@ -391,3 +396,66 @@ async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespac
     await kube.replace(SECRETS, {**created, "data": second}, namespace)
     await keeper.reload_once()
     assert keeper._serving == base64.b64decode(second[certs.TLS_CRT])
+
+
+async def test_a_standby_replica_serves_the_leaders_certificate_and_steers(
+    kube: Kube, control_plane: ControlPlane, fleet: fakedriver.Fleet, webhook_ready: Operator, tmp_path: Path
+) -> None:
+    """A second replica, started as the Deployment's pod would be (ServiceAccount token, same Lease):
+    the session operator leads, so this one stands by, yet it loads the certificate from the Secret
+    and answers admission reviews from its own warm view."""
+    resource = await mapped(webhook_ready, fleet)
+    sa_dir = await service_account_dir(kube, control_plane, "draxr-system", "draxr", tmp_path / "sa")
+    port = free_port()
+    standby = Draxr(
+        control_plane,
+        sa_dir,
+        "draxr",  # the session operator's Lease: it keeps leading
+        tmp_path / "standby.log",
+        pod_name="draxr-standby",
+        extra=[
+            "--webhook-port",
+            str(port),
+            "--webhook-namespace",
+            "draxr-system",
+            "--webhook-extra-hosts",
+            "127.0.0.1",
+        ],
+    )
+    try:
+
+        async def serving() -> bool:
+            return any(line.get("event") == "admission webhook serving" for line in standby.lines())
+
+        await standby.until(serving, timeout=60)
+        assert not any(line.get("event") == "became leader" for line in standby.lines())
+        secret = await kube.get(SECRETS, "draxr-webhook-tls", "draxr-system")
+        pki = certs.Pki.from_secret_data(secret["data"])
+        assert pki is not None
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "r-1",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE",
+                "namespace": "x",
+                "object": bare_pod("p", {resource: "1"}),
+            },
+        }
+        context = ssl.create_default_context(cadata=certs.ca_bundle(pki, datetime.now(UTC)).decode())
+        async with (
+            aiohttp.ClientSession(trust_env=False) as http,
+            http.post(manifests.webhook_url(port), json=review, ssl=context) as resp,
+        ):
+            assert resp.status == 200
+            answer = await resp.json()
+        assert answer["response"]["patchType"] == "JSONPatch"
+        patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+        assert patch[0] == {"op": "add", "path": "/spec/schedulerName", "value": "draxr"}
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
+        peer = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+        assert x509.load_der_x509_certificate(peer) == x509.load_pem_x509_certificate(pki.tls_crt)
+    finally:
+        await asyncio.to_thread(standby.stop)
