@@ -1,11 +1,16 @@
 """The scheduling queue: priority then age, exponential backoff, and parking of unschedulable pods
 until the cluster changes (or a flush interval passes), like kube-scheduler's active, backoff and
-unschedulable queues."""
+unschedulable queues.
+
+Heaps, not a scan: a burst of tens of thousands of pending pods must not cost O(pending) per pop.
+Heap items are invalidated lazily: each carries the entry's ``version`` at push time, and any later
+change of the entry (re-added, failed, removed) makes older items stale."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +23,7 @@ class _Entry:
     parked_generation: int | None = None  # unschedulable at this cluster generation
     parked_at: float = 0.0
     unresolvable: bool = False
+    version: int = 0
 
 
 @dataclass
@@ -29,13 +35,46 @@ class SchedulingQueue:
     _order: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (-priority, created)
     _in_flight: set[str] = field(default_factory=set)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _active: list[tuple[tuple[int, str], str, int]] = field(default_factory=list)  # (order, uid, version)
+    _backoff: list[tuple[float, str, int]] = field(default_factory=list)  # (ready_at, uid, version)
+    _flush: list[tuple[float, str, int]] = field(default_factory=list)  # parked: (flush at, uid, version)
+    # Parked pods a cluster change releases, by the generation they were parked at (the
+    # unresolvable ones wait for the flush or their own update only).
+    _parked: dict[int, set[str]] = field(default_factory=dict)
 
+    # ---- placing an entry in one of the queues ----------------------------------------------------
+    def _place(self, uid: str, entry: _Entry, now: float) -> None:
+        entry.version += 1
+        if uid in self._in_flight:
+            return  # placed again when it comes back (failed) or forgotten (done)
+        if entry.parked_generation is not None:
+            if not entry.unresolvable:
+                self._parked.setdefault(entry.parked_generation, set()).add(uid)
+            heapq.heappush(self._flush, (entry.parked_at + self.flush_after, uid, entry.version))
+        else:
+            self._release(uid, entry, now)
+
+    def _release(self, uid: str, entry: _Entry, now: float) -> None:
+        """To the backoff heap, or straight to the active one. A released parked pod keeps its
+        ``parked_generation``: the eligibility rule (``_eligible``) reads it."""
+        entry.version += 1
+        if entry.ready_at > now:
+            heapq.heappush(self._backoff, (entry.ready_at, uid, entry.version))
+        else:
+            heapq.heappush(self._active, (self._order.get(uid, (0, "")), uid, entry.version))
+
+    def _current(self, uid: str, version: int) -> _Entry | None:
+        entry = self._entries.get(uid)
+        return entry if entry is not None and entry.version == version and uid not in self._in_flight else None
+
+    # ---- the API ------------------------------------------------------------------------------------
     def add(self, uid: str, priority: int, created: str) -> None:
         """A pending pod appeared or changed: make it eligible now (its backoff still applies)."""
         self._order[uid] = (-priority, created)
         entry = self._entries.setdefault(uid, _Entry())
         entry.parked_generation = None
         entry.unresolvable = False
+        self._place(uid, entry, time.monotonic())
         self._wake.set()
 
     def known(self, uid: str) -> bool:
@@ -65,6 +104,7 @@ class SchedulingQueue:
         entry.parked_generation = generation if unschedulable else None
         entry.parked_at = now
         entry.unresolvable = unresolvable
+        self._place(uid, entry, now)
         self._wake.set()
 
     def cluster_changed(self) -> None:
@@ -93,25 +133,38 @@ class SchedulingQueue:
             return True
         return not e.unresolvable and generation != e.parked_generation
 
+    def _promote(self, now: float, generation: int) -> None:
+        """Move what became eligible towards the active heap: parked pods after a cluster change
+        (not the unresolvable ones), parked pods whose flush interval is over, and pods whose
+        backoff is over."""
+        for parked_at in [g for g in self._parked if g != generation]:
+            for uid in self._parked.pop(parked_at):
+                e = self._entries.get(uid)  # the sets hold no versions: is it still parked there?
+                if e is not None and e.parked_generation == parked_at and uid not in self._in_flight:
+                    self._release(uid, e, now)
+        while self._flush and self._flush[0][0] <= now:
+            _, uid, version = heapq.heappop(self._flush)
+            flushed = self._current(uid, version)
+            if flushed is not None:
+                self._release(uid, flushed, now)
+        while self._backoff and self._backoff[0][0] <= now:
+            _, uid, version = heapq.heappop(self._backoff)
+            ready = self._current(uid, version)
+            if ready is not None:
+                self._release(uid, ready, now)
+
     def next_ready(self, generation: int) -> tuple[str | None, float | None]:
         """The best eligible pod, or how long until one may become eligible by time alone."""
         now = time.monotonic()
-        best: tuple[tuple[int, str], str] | None = None
-        wait: float | None = None
-        for uid, e in self._entries.items():
-            if uid in self._in_flight:
-                continue
-            if self._eligible(e, now, generation):
-                cand = (self._order.get(uid, (0, "")), uid)
-                if best is None or cand < best:
-                    best = cand
-                continue
-            until = e.ready_at - now if e.ready_at > now else e.parked_at + self.flush_after - now
-            wait = until if wait is None else min(wait, until)
-        if best is None:
-            return None, wait
-        self._in_flight.add(best[1])
-        return best[1], None
+        self._promote(now, generation)
+        while self._active:
+            _, uid, version = heapq.heappop(self._active)
+            if self._current(uid, version) is not None:
+                self._in_flight.add(uid)
+                return uid, None
+        tops = [heap[0][0] - now for heap in (self._backoff, self._flush) if heap]
+        # A stale top only makes the wait shorter (a spurious wake-up), never longer.
+        return None, (max(min(tops), 0.0) if tops else None)
 
     async def pop(self, generation: Callable[[], int]) -> str:
         while True:

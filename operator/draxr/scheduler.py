@@ -67,6 +67,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._start = 0
         self._adoption_scanned: ExtendedResourceMapping | None = None
+        self._depth_published = 0.0
 
     def wants(self, pod: PodInfo) -> bool:
         adopt = self.state.mapping if self.settings.adopt_unschedulable else None
@@ -207,6 +208,11 @@ class Scheduler:
         task.add_done_callback(self._tasks.discard)
 
     def _publish_queue_depth(self) -> None:
+        """At most once a second: counting is O(pending), popping is not."""
+        now = time.monotonic()
+        if now - self._depth_published < 1.0:
+            return
+        self._depth_published = now
         for queue, n in self.queue.pending().items():
             metrics.QUEUE_PENDING.labels(queue=queue).set(n)
 

@@ -354,3 +354,54 @@ async def test_pop_flushes_unresolvable_pod_after_the_interval() -> None:
     t0 = loop.time()
     assert await asyncio.wait_for(q.pop(lambda: 0), 1.0) == "a"
     assert loop.time() - t0 >= 0.07
+
+
+# --------------------------------------------------------------------------- against the old queue
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "next", "next", "fail", "park", "stuck", "done", "remove", "tick", "change"]),
+            st.sampled_from("abc"),
+            st.integers(0, 3),
+        ),
+        max_size=80,
+    )
+)
+def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str, int]]) -> None:
+    """The heap-based queue against the O(pending) one it replaced (tests/unit/reference_queue.py):
+    the same pod (or none) at every step, under adds, failures, parking, removal, time and changes."""
+    from tests.unit import reference_queue
+
+    clock = Clock()
+    saved = draxr.queue.time, reference_queue.time
+    draxr.queue.time = reference_queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
+    try:
+        new = queue(initial=1.0, maximum=4.0, flush=10.0)
+        old = reference_queue.SchedulingQueue(backoff_initial=1.0, backoff_max=4.0, flush_after=10.0)
+        gen = 0
+        for op, uid, n in ops:
+            if op == "add":
+                new.add(uid, n, f"t{n % 2}")
+                old.add(uid, n, f"t{n % 2}")
+            elif op == "next":
+                assert new.next_ready(gen)[0] == old.next_ready(gen)[0]
+            elif op in ("fail", "park", "stuck") and uid in old.in_flight():
+                new.failed(uid, gen - n % 2, unschedulable=op != "fail", unresolvable=op == "stuck")
+                old.failed(uid, gen - n % 2, unschedulable=op != "fail", unresolvable=op == "stuck")
+            elif op == "done" and uid in old.in_flight():
+                new.done(uid)
+                old.done(uid)
+            elif op == "remove":
+                new.remove(uid)
+                old.remove(uid)
+            elif op == "tick":
+                clock.advance((n + 1) * 4.0)
+            elif op == "change":
+                gen += 1
+            assert new.in_flight() == old.in_flight()
+            assert new.pending() == old.pending()
+    finally:
+        draxr.queue.time, reference_queue.time = saved  # type: ignore[assignment]
