@@ -25,13 +25,12 @@ log = logs.get("draxr.scheduler")
 
 def wants_us(pod: PodInfo, scheduler_name: str) -> bool:
     """Ours to schedule: our scheduler name, unbound, alive, and no scheduling gates left."""
-    gated = bool((pod.raw.get("spec") or {}).get("schedulingGates"))
-    return pod.scheduler_name == scheduler_name and not (pod.node_name or pod.terminal or pod.deleting or gated)
+    return pod.scheduler_name == scheduler_name and pod.schedulable and not pod.gated
 
 
 def _scheduling_input(pod: PodInfo) -> tuple[Any, ...]:
     """What a pod update must change to deserve an immediate retry (status-only updates, such as
-    our own PodScheduled condition, do not)."""
+    our own PodScheduled condition, do not). Only for pods that want us, which keep their object."""
     meta = pod.raw.get("metadata") or {}
     return (pod.raw.get("spec"), meta.get("labels"), meta.get("annotations"))
 
@@ -155,8 +154,8 @@ class Scheduler:
     async def _roll_back_stale(self, pod: PodInfo) -> None:
         actions = [
             ClaimAction(
-                c["metadata"]["namespace"],
-                c["metadata"]["name"],
+                c.namespace,
+                c.name,
                 pod.name,
                 pod.uid,
                 "stale claim of an earlier attempt",
