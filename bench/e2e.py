@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -437,22 +437,64 @@ class Phase:
         }
 
     async def cleanup(self, timeout: float = 600) -> float:
-        """Delete the pods, wait until they and their claims are gone, delete the namespace."""
+        """Delete the pods, wait until they and their claims are gone, delete the namespace. The API
+        server may drop a connection or time out while it deletes thousands of pods: every request
+        is retried until the deadline."""
         t0 = time.monotonic()
+        deadline = t0 + timeout
         path = PODS.path(self.ns)
-        await self.kube.request("DELETE", path, query={"gracePeriodSeconds": 0})
-        while time.monotonic() - t0 < timeout:
-            pods = await self.kube.request("GET", path, query={"limit": 1})
-            claims = await self.kube.request("GET", RESOURCE_CLAIMS.path(self.ns), query={"limit": 1})
-            if not pods.get("items") and not claims.get("items"):
+        delete = {"gracePeriodSeconds": 0}
+        await tolerant(f"{self.ns}: delete pods", lambda: self.kube.request("DELETE", path, query=delete), deadline)
+        while time.monotonic() < deadline:
+            pods = await tolerant(
+                f"{self.ns}: list pods", lambda: self.kube.request("GET", path, query={"limit": 1}), deadline
+            )
+            claims = await tolerant(
+                f"{self.ns}: list claims",
+                lambda: self.kube.request("GET", RESOURCE_CLAIMS.path(self.ns), query={"limit": 1}),
+                deadline,
+            )
+            if pods is not None and claims is not None and not pods.get("items") and not claims.get("items"):
                 break
-            if pods.get("items"):
-                await self.kube.request("DELETE", path, query={"gracePeriodSeconds": 0})
+            if pods is None or pods.get("items"):
+                await tolerant(
+                    f"{self.ns}: delete pods", lambda: self.kube.request("DELETE", path, query=delete), deadline
+                )
             await asyncio.sleep(1)
         else:
             log(f"  {self.ns}: pods or claims still present after {timeout:.0f}s")
-        await self.kube.delete_if_exists(NAMESPACES, self.ns)
+        await tolerant(
+            f"{self.ns}: delete namespace",
+            lambda: self.kube.delete_if_exists(NAMESPACES, self.ns),
+            time.monotonic() + 120,
+        )
         return time.monotonic() - t0
+
+
+T = TypeVar("T")
+# Transient failures of a busy API server: a dropped connection, a client or server timeout, overload.
+RETRIED_STATUS = {429, 500, 502, 503, 504}
+
+
+async def tolerant(what: str, call: Callable[[], Awaitable[T]], deadline: float, pause: float = 2.0) -> T | None:
+    """``call()``, retried on transient failures until ``deadline`` (at least once); None if it never
+    succeeded. Other API errors are raised."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await asyncio.wait_for(call(), timeout=max(5.0, min(120.0, deadline - time.monotonic())))
+        except ApiException as e:
+            if e.status not in RETRIED_STATUS:
+                raise
+            error = f"{e.status} {e.reason}"
+        except (aiohttp.ClientError, TimeoutError) as e:
+            error = repr(e)
+        if time.monotonic() + pause > deadline:
+            log(f"  {what}: gave up after {attempt} attempts ({error})")
+            return None
+        log(f"  {what}: {error}; retrying")
+        await asyncio.sleep(pause)
 
 
 # ---- audit log ----------------------------------------------------------------------------------------------------

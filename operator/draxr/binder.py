@@ -68,6 +68,7 @@ class Binder:
             self.state.forget_allocation(assumed_claim_key(pod.uid))
         metrics.BINDING_SECONDS.observe(time.monotonic() - t0)
         _observe_scheduling_latency(pod)
+        self.recorder.forget(pod.uid)  # bound: no FailedScheduling series of it can repeat any more
         note = f"Successfully assigned {pod.key} to {decision.node}"
         if claim is not None:
             devices = [r["device"] for r in decision.allocation["devices"]["results"]] if decision.allocation else []

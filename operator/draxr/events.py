@@ -26,18 +26,19 @@ class _Series:
 
 class Recorder:
     """Posts events.k8s.io/v1 Events. A repeated FailedScheduling with the same note updates the
-    existing Event's series instead of creating a new one (like the client-go event broadcaster)."""
+    existing Event's series instead of creating a new one (like the client-go event broadcaster).
+    Only warnings can repeat: the series of a pod are remembered for those alone, until the pod is
+    bound or deleted (``forget``)."""
 
     def __init__(self, kube: Kube, controller: str) -> None:
         self.kube = kube
         self.controller = controller
         self.instance = f"{controller}-{os.environ.get('POD_NAME') or socket.gethostname()}"
-        self._last: dict[tuple[str, str], _Series] = {}
+        self._last: dict[str, dict[str, _Series]] = {}  # pod uid -> reason -> latest series
 
     async def pod_event(self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False) -> None:
         now = datetime.now(UTC)
-        key = (pod.uid, reason)
-        last = self._last.get(key)
+        last = self._last.get(pod.uid, {}).get(reason)
         try:
             if last is not None and last.note == note:
                 last.count += 1
@@ -46,13 +47,13 @@ class Recorder:
                 return
             name = f"{pod.name}.{secrets.token_hex(8)}"
             await self.kube.create(EVENTS, self._event(pod, name, reason, action, note, warning, now), pod.namespace)
-            self._last[key] = _Series(name, note, 1)
+            if warning:
+                self._last.setdefault(pod.uid, {})[reason] = _Series(name, note, 1)
         except ApiException as e:
             log.warning("event not recorded", pod=pod.key, reason=reason, status=e.status, error=e.reason)
 
     def forget(self, pod_uid: str) -> None:
-        for key in [k for k in self._last if k[0] == pod_uid]:
-            del self._last[key]
+        self._last.pop(pod_uid, None)
 
     def _event(
         self, pod: PodInfo, name: str, reason: str, action: str, note: str, warning: bool, now: datetime

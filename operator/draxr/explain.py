@@ -70,5 +70,5 @@ async def explain(kube: Kube, namespace: str, name: str) -> str:
         }
         return "\n".join(explain_bound(pod, claims))
     state = await load_state(kube)
-    state.upsert_pod(pod)
+    state.upsert_pod(pod, keep_object=True)  # even a pod being deleted gets its reasons
     return "\n".join(explain_pending(state, pod["metadata"]["uid"]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from draxr import logs
 log = logs.get("draxr.kube")
 
 JSON = dict[str, Any]
+Page = list[JSON]  # (a name: inside Kube, ``list`` is the method)
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -165,13 +167,20 @@ class Kube:
 
     async def list(self, res: Resource, namespace: str | None = None, **query: Any) -> list[JSON]:
         items: list[JSON] = []
+        async for page in self.pages(res, namespace, **query):
+            items.extend(page)
+        return items
+
+    async def pages(self, res: Resource, namespace: str | None = None, **query: Any) -> AsyncIterator[Page]:
+        """The items of a list, one page at a time (pass ``limit``): a caller that keeps less
+        than whole objects never holds more than one page of them."""
         params = dict(query)
         while True:
             page = await self.request("GET", res.path(namespace), query=params)
-            items.extend(page.get("items", []))
             cont = page.get("metadata", {}).get("continue")
+            yield page.get("items", [])
             if not cont:
-                return items
+                return
             params["continue"] = cont
 
     async def create(

@@ -106,7 +106,8 @@ class Releaser:
         try:
             if action.confirm_pod_gone and await self._pod_alive(action):
                 return False
-            claim = self.state.claims.get(action.key) or await _current(self.kube, action.namespace, action.name)
+            known = self.state.claims.get(action.key)
+            claim = known.object() if known is not None else await _current(self.kube, action.namespace, action.name)
             if claim is None:
                 self.state.remove_claim(action.namespace, action.name)
                 return True

@@ -29,8 +29,7 @@ def wants_us(pod: PodInfo, scheduler_name: str, adopt: ExtendedResourceMapping |
     """Ours to schedule: unbound, alive, no scheduling gates left, and our scheduler name, or (in
     adoption mode, ``adopt`` being the current mapping) a default-scheduler pod kube-scheduler gave
     up on because of a mapped extended resource."""
-    gated = bool((pod.raw.get("spec") or {}).get("schedulingGates"))
-    if pod.node_name or pod.terminal or pod.deleting or gated:
+    if not pod.schedulable or pod.gated:
         return False
     if pod.scheduler_name == scheduler_name:
         return True
@@ -39,7 +38,7 @@ def wants_us(pod: PodInfo, scheduler_name: str, adopt: ExtendedResourceMapping |
 
 def _scheduling_input(pod: PodInfo) -> tuple[Any, ...]:
     """What a pod update must change to deserve an immediate retry (status-only updates, such as
-    our own PodScheduled condition, do not)."""
+    our own PodScheduled condition, do not). Only for pods that want us, which keep their object."""
     meta = pod.raw.get("metadata") or {}
     return (pod.raw.get("spec"), meta.get("labels"), meta.get("annotations"))
 
@@ -182,8 +181,8 @@ class Scheduler:
     async def _roll_back_stale(self, pod: PodInfo) -> None:
         actions = [
             ClaimAction(
-                c["metadata"]["namespace"],
-                c["metadata"]["name"],
+                c.namespace,
+                c.name,
                 pod.name,
                 pod.uid,
                 "stale claim of an earlier attempt",

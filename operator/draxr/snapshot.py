@@ -1,52 +1,67 @@
 """One list of each kind the scheduler needs, and a ClusterState built from it: the operator's
-initial sync and the CLI's read-only view (capacity, explain) share this."""
+initial sync and the CLI's read-only view (capacity, explain) share this.
+
+Objects are cut down page by page as they arrive (``slim_*``, ``ClaimInfo``), so that a listing of a
+large cluster never holds every whole pod and claim at once."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from draxr.core import mappings_crd
-from draxr.core.state import ClusterState
-from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+from draxr.core.state import ClaimInfo, ClusterState, compact, slim_node, slim_pod, without_managed_fields
+from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube, Resource
 from draxr.mapping_status import list_mappings
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Listing:
-    nodes: list[JSON]
-    slices: list[JSON]
-    classes: list[JSON]
-    claims: list[JSON]
-    pods: list[JSON]
+    nodes: list[JSON]  # slim_node
+    slices: list[Mapping[str, Any]]  # without managedFields, compacted
+    classes: list[Mapping[str, Any]]  # without managedFields
+    claims: list[ClaimInfo]
+    pods: list[Mapping[str, Any]]  # slim_pod: whole while schedulable, else the fields PodInfo reads
     mappings: list[JSON] | None  # None: the ExtendedResourceMapping CRD is not installed
 
-    def apply(self, state: ClusterState, upsert_pod: Callable[[JSON], object] | None = None) -> None:
+    def apply(self, state: ClusterState, upsert_pod: Callable[[Any], object] | None = None) -> None:
         """Feed everything but the mappings into ``state``; pods through ``upsert_pod`` when given
         (the operator also queues them)."""
         for n in self.nodes:
             state.upsert_node(n)
         for s in self.slices:
             state.upsert_slice(s)
-        for c in self.classes:
-            state.upsert_class(c)
-        for c in self.claims:
-            state.upsert_claim(c)
+        for cls in self.classes:
+            state.upsert_class(cls)
+        for claim in self.claims:
+            state.upsert_claim(claim)
         for p in self.pods:
             (upsert_pod or state.upsert_pod)(p)
 
 
+async def _list(kube: Kube, res: Resource, keep: Callable[[JSON], T]) -> list[T]:
+    kept: list[T] = []
+    async for page in kube.pages(res, limit=500):
+        kept.extend(keep(obj) for obj in page)
+    return kept
+
+
+def _slim_slice(obj: JSON) -> Mapping[str, Any]:
+    return dict(compact(without_managed_fields(obj)))
+
+
 async def list_cluster(kube: Kube) -> Listing:
     nodes, slices, classes, claims, pods, mappings = await asyncio.gather(
-        kube.list(NODES, limit=500),
-        kube.list(RESOURCE_SLICES, limit=500),
-        kube.list(DEVICE_CLASSES, limit=500),
-        kube.list(RESOURCE_CLAIMS, limit=500),
-        kube.list(PODS, limit=500),
+        _list(kube, NODES, slim_node),
+        _list(kube, RESOURCE_SLICES, _slim_slice),
+        _list(kube, DEVICE_CLASSES, without_managed_fields),
+        _list(kube, RESOURCE_CLAIMS, ClaimInfo.from_api),
+        _list(kube, PODS, slim_pod),
         list_mappings(kube),
     )
     return Listing(nodes, slices, classes, claims, pods, mappings)

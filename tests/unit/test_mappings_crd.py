@@ -123,7 +123,7 @@ def _state(**crs: JSON) -> ClusterState:
 
 def _schedule(state: ClusterState, p: JSON) -> Decision | Unschedulable:
     state.upsert_pod(p)
-    return schedule(PodInfo.from_api(p), state, features=DEFAULT_FEATURES)
+    return schedule(PodInfo.from_api(p, keep_object=True), state, features=DEFAULT_FEATURES)
 
 
 def _pinned(name: str, gpus: int, node_name: str) -> JSON:

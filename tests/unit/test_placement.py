@@ -35,7 +35,9 @@ def run(
     state: ClusterState, p: JSON, *, scoring: Scoring = Scoring.LEAST_ALLOCATED, start: int = 0
 ) -> Decision | Unschedulable:
     state.upsert_pod(p)
-    return schedule(PodInfo.from_api(p), state, features=DEFAULT_FEATURES, scoring=scoring, start=start)
+    return schedule(
+        PodInfo.from_api(p, keep_object=True), state, features=DEFAULT_FEATURES, scoring=scoring, start=start
+    )
 
 
 def decided(result: Decision | Unschedulable) -> Decision:
@@ -749,7 +751,9 @@ def _place_all(s: ClusterState, sizes: list[int], device_scoring: Scoring | None
     for i, n in enumerate(sizes):
         p = pod(f"p{i}", gpus=n)
         s.upsert_pod(p)
-        result = schedule(PodInfo.from_api(p), s, features=DEFAULT_FEATURES, device_scoring=device_scoring)
+        result = schedule(
+            PodInfo.from_api(p, keep_object=True), s, features=DEFAULT_FEATURES, device_scoring=device_scoring
+        )
         if isinstance(result, Decision):
             assume(s, p, result)
             placed.append(result.node)

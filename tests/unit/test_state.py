@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draxr.core.state import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ClusterState, NodeInfo, NodeUsage, PodInfo, units
+from draxr.core.state import (
+    DEFAULT_MEMORY,
+    DEFAULT_MILLI_CPU,
+    ClaimInfo,
+    ClusterState,
+    NodeInfo,
+    NodeUsage,
+    PodInfo,
+    PodObjectDropped,
+    slim_pod,
+    units,
+)
 from tests.unit.cluster_builders import (
     DRIVER,
     GPU,
@@ -316,7 +329,8 @@ def test_claim_allocation_is_tracked_and_a_stale_event_does_not_undo_it() -> Non
     # The watch delivers the creation event late: ignored.
     assert not s.upsert_claim(special_claim("web-extended-resources-x", "web", "u1", rv="5"))
     assert s.allocated().allocated_devices == {(DRIVER, "n1", "gpu-0")}
-    assert (s.claims[key].get("status") or {}).get("allocation")
+    assert s.claims[key].allocated
+    assert s.claims[key].object()["status"]["allocation"] == allocation("n1", "gpu-0")
     # The same version again is applied (idempotent re-delivery).
     assert s.upsert_claim(
         special_claim("web-extended-resources-x", "web", "u1", rv="7", alloc=allocation("n1", "gpu-0"))
@@ -362,7 +376,7 @@ def test_special_claim_index_by_pod_uid() -> None:
         "u1": {"ns/web-extended-resources-a", "ns/web-extended-resources-b"},
         "u2": {"ns/db-extended-resources-a"},
     }
-    names = [c["metadata"]["name"] for c in s.special_claims_of("u1")]
+    names = [c.name for c in s.special_claims_of("u1")]
     assert names == ["web-extended-resources-a", "web-extended-resources-b"]  # sorted by key
     assert s.special_claims_of("nobody") == []
     s.remove_claim("ns", "web-extended-resources-a")
@@ -494,3 +508,155 @@ def test_usage_always_equals_a_recount(events: list[tuple[str, str, str, str, in
         assert u.requested.get("cpu", 0) == sum(p.units.get("cpu", 0) for p in on_node)
         assert u.nonzero_milli_cpu == sum(p.units.get("cpu", 0) for p in on_node)
         assert u.nonzero_memory == DEFAULT_MEMORY * len(on_node)
+
+
+# --------------------------------------------------------------------------- what is kept (memory)
+
+
+def _managed(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the API server returns it: with server-side apply bookkeeping."""
+    obj["metadata"]["managedFields"] = [
+        {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}
+    ]
+    return obj
+
+
+def test_bound_pod_keeps_its_summary_not_its_object() -> None:
+    s = ClusterState()
+    s.upsert_node(node("n1"))
+    pending = s.upsert_pod(_managed(pod("a", gpus=2, requests={"cpu": "1"}, rv="1")))
+    assert pending.raw["spec"]["containers"][0]["name"] == "c"  # schedulable: the whole pod
+    assert "managedFields" not in pending.raw["metadata"]
+    s.upsert_pod(_managed(pod("a", gpus=2, requests={"cpu": "1"}, rv="2", node_name="n1", phase="Running",
+                              claim_name="a-extended-resources-x")))  # fmt: skip
+    info = s.pods["uid-a"]
+    assert info.obj is None
+    with pytest.raises(PodObjectDropped):
+        _ = info.raw
+    # What placement and release read is still there.
+    assert (info.node_name, info.claim_name, info.resource_version) == ("n1", "a-extended-resources-x", "2")
+    assert _usage(s, "n1").pods == 1
+    assert _usage(s, "n1").requested == {"cpu": 1000, GPU: 2}
+    # A late event (before the binding) is still recognised as older, without the object.
+    s.upsert_pod(pod("a", gpus=2, requests={"cpu": "1"}, rv="1"))
+    assert s.pods["uid-a"].node_name == "n1"
+    assert _usage(s, "n1").pods == 1
+    # And the pod still stops counting when it finishes.
+    gen = s.generation
+    s.upsert_pod(pod("a", gpus=2, requests={"cpu": "1"}, rv="3", node_name="n1", phase="Succeeded"))
+    assert _usage(s, "n1").pods == 0
+    assert _usage(s, "n1").requested.get(GPU, 0) == 0
+    assert s.generation > gen
+
+
+def test_release_and_roll_back_decisions_work_from_the_summary() -> None:
+    from draxr.core.gc import claims_to_release, claims_to_roll_back
+
+    s = ClusterState()
+    s.upsert_pod(pod("a", node_name="n1", phase="Running", claim_name="a-extended-resources-new", rv="5"))
+    s.upsert_claim(special_claim("a-extended-resources-old", "a", "uid-a", rv="1", alloc=allocation("n1", "gpu-0")))
+    s.upsert_claim(special_claim("a-extended-resources-new", "a", "uid-a", rv="2", alloc=allocation("n1", "gpu-1")))
+    assert s.pods["uid-a"].obj is None
+    rollback = claims_to_roll_back(s, "draxr", frozenset())
+    assert [(a.name, a.reason) for a in rollback] == [
+        ("a-extended-resources-old", "pod is bound and uses claim a-extended-resources-new")
+    ]
+    s.upsert_pod(pod("a", node_name="n1", phase="Failed", claim_name="a-extended-resources-new", rv="6"))
+    assert sorted(a.name for a in claims_to_release(s)) == ["a-extended-resources-new", "a-extended-resources-old"]
+
+
+@pytest.mark.parametrize("scheduler", ["draxr", "default-scheduler", "someone-else"])
+def test_unbound_pods_of_any_scheduler_keep_their_object(scheduler: str) -> None:
+    s = ClusterState()
+    info = s.upsert_pod(pod("a", scheduler=scheduler, tolerations=[{"operator": "Exists"}]))
+    assert info.obj is not None
+    assert info.raw["spec"]["tolerations"] == [{"operator": "Exists"}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "kept"),
+    [
+        ({}, True),
+        ({"node_name": "n1", "phase": "Running"}, False),
+        ({"phase": "Failed"}, False),  # finished without ever being bound
+        ({"deleting": True}, False),
+    ],
+)
+def test_object_kept_only_while_schedulable(changes: dict[str, Any], kept: bool) -> None:
+    deleting = changes.pop("deleting", False)
+    p = pod("a", **changes)
+    if deleting:
+        p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    info = ClusterState().upsert_pod(p)
+    assert (info.obj is not None) is kept
+    assert info.schedulable is kept
+    # draxr explain asks for the object whatever the pod's state.
+    assert ClusterState().upsert_pod(p, keep_object=True).raw["metadata"]["name"] == "a"
+
+
+def _pods_to_slim() -> list[dict[str, Any]]:
+    """Pods that keep only their summary, using every field PodInfo.from_api reads."""
+    full = pod("full", gpus=2, requests={"cpu": "250m", "memory": "1Gi"}, node_name="n1", phase="Running",
+               priority=100, rv="42", claim_name="full-extended-resources-x", created="2026-03-04T05:06:07Z",
+               scheduler="other", overhead={"cpu": "100m"}, resources={"requests": {"memory": "3Gi"}},
+               tolerations=[{"operator": "Exists"}], schedulingGates=[{"name": "g"}])  # fmt: skip
+    full["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}]
+    full["spec"]["initContainers"] = [
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+        {"name": "init", "resources": {"limits": {"cpu": "4", "example.com/gpu": "3"}},
+         "ports": [{"containerPort": 1, "hostPort": 9000, "hostIP": "10.0.0.1"}]},
+    ]  # fmt: skip
+    full["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    deleting = pod("deleting", gpus=1)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return [_managed(full), deleting, pod("done", node_name="n2", phase="Succeeded"), pod("failed", phase="Failed")]
+
+
+@pytest.mark.parametrize("p", _pods_to_slim(), ids=lambda p: p["metadata"]["name"])
+def test_slim_pod_gives_the_same_pod_info(p: dict[str, Any]) -> None:
+    slim = slim_pod(p)
+    assert PodInfo.from_api(slim) == PodInfo.from_api(p)
+    assert "tolerations" not in slim["spec"]
+    assert "managedFields" not in slim["metadata"]
+    assert "conditions" not in slim["status"]
+
+
+def test_slim_pod_keeps_a_schedulable_pod_whole() -> None:
+    p = _managed(pod("a", gpus=1, tolerations=[{"operator": "Exists"}]))
+    slim = slim_pod(p)
+    assert "managedFields" not in slim["metadata"]
+    assert "managedFields" in p["metadata"]  # the input is left alone
+    assert {**slim, "metadata": {**slim["metadata"], "managedFields": p["metadata"]["managedFields"]}} == p
+
+
+def test_managed_fields_are_dropped_from_every_stored_object() -> None:
+    s = ClusterState()
+    n = _managed(node("n1", labels={"zone": "a"}))
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    n["status"]["images"] = [{"names": ["busybox"], "sizeBytes": 1}]
+    s.upsert_node(n)
+    s.upsert_slice(_managed(gpu_slice("n1", 2)))
+    s.upsert_class(_managed(gpu_class()))
+    s.upsert_claim(_managed(special_claim("c", "a", "uid-a", rv="1", alloc=allocation("n1", "gpu-0"))))
+    raw_node = s.nodes["n1"].raw
+    assert "managedFields" not in raw_node["metadata"]
+    assert raw_node["metadata"]["labels"]["zone"] == "a"
+    assert raw_node["status"] == {"allocatable": n["status"]["allocatable"], "capacity": n["status"]["capacity"]}
+    assert all("managedFields" not in sl.raw["metadata"] for sl in s.inventory.all_slices)
+    assert "managedFields" not in s.classes[GPU_CLASS]["metadata"]
+    assert "managedFields" not in s.claims["ns/c"].object()["metadata"]
+    assert s.allocated().allocated_devices == {(DRIVER, "n1", "gpu-0")}  # the devices still count
+
+
+def test_claim_info_keeps_what_release_reads_and_the_claim() -> None:
+    c = special_claim("c", "web", "uid-web", rv="9", alloc=allocation("n1", "gpu-0"), reserved=True, deleting=True)
+    info = ClaimInfo.from_api(_managed(json.loads(json.dumps(c))))
+    assert (info.key, info.uid, info.resource_version) == ("ns/c", "claim-uid-c", "9")
+    assert info.owner == ("web", "uid-web")
+    assert (info.deleting, info.allocated, info.reserved) == (True, True, True)
+    assert info.finalizers == ("resource.kubernetes.io/delete-protection",)
+    assert info.object() == c  # the claim itself, without managedFields, for the release writes
+    assert info.object() is not info.object()  # callers may change their copy
+    bare = ClaimInfo.from_api(plain_claim("p"))
+    assert (bare.owner, bare.finalizers) == (None, ())
+    assert (bare.deleting, bare.allocated, bare.reserved) == (False, False, False)

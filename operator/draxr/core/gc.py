@@ -8,13 +8,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
 
-from draxr.core.claims import special_claim_owner
-from draxr.core.state import ClusterState
+from draxr.core.state import ClaimInfo, ClusterState
 
 
 @dataclass(frozen=True)
@@ -34,7 +32,7 @@ class ClaimAction:
 def claims_to_release(state: ClusterState) -> list[ClaimAction]:
     actions: list[ClaimAction] = []
     for key, claim in sorted(state.claims.items()):
-        owner = special_claim_owner(claim)
+        owner = claim.owner
         if owner is None or _going_away(claim):
             continue
         pod_name, pod_uid = owner
@@ -57,7 +55,7 @@ def claims_to_roll_back(
     alone otherwise: it may be mid-binding."""
     actions: list[ClaimAction] = []
     for key, claim in sorted(state.claims.items()):
-        owner = special_claim_owner(claim)
+        owner = claim.owner
         if owner is None or _going_away(claim):
             continue
         pod = state.pods.get(owner[1])
@@ -76,9 +74,8 @@ def claims_to_roll_back(
     return actions
 
 
-def _going_away(claim: Mapping[str, Any]) -> bool:
+def _going_away(claim: ClaimInfo) -> bool:
     """Deleted, holding no devices and no finalizer: the API server removes it without our help.
     A released claim that was not deleted still counts against quota, so it is deleted too."""
-    meta, status = claim.get("metadata") or {}, claim.get("status") or {}
-    holds = status.get("allocation") or status.get("reservedFor") or meta.get("finalizers")
-    return bool(meta.get("deletionTimestamp")) and not holds
+    holds = claim.allocated or claim.reserved or claim.finalizers
+    return claim.deleting and not holds

@@ -3,10 +3,20 @@
 Everything the scheduler needs to decide without an API call: nodes, pod usage per node, the DRA
 inventory (slices, classes), devices held by every claim (also those kube-scheduler made), the
 name -> class mapping, and in-flight decisions (assumed pods and allocations).
+
+Memory: a cluster holds far more bound pods than pending ones, so only what can still be scheduled
+keeps its whole object. Every stored object loses ``metadata.managedFields`` (server-side apply
+bookkeeping, a third to half of a pod). A pod that is bound, finished or being deleted is kept as
+the fields placement, release and roll-back read (``PodInfo``, no ``raw``); a claim as the fields
+the release decisions read plus its JSON text, decoded only to write it back (``ClaimInfo``); a
+node without its status beyond allocatable and capacity. Objects kept whole (pending pods, nodes,
+slices) share their keys and short strings (``compact``): a burst of pending pods costs a third.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -31,20 +41,138 @@ def units(name: str, quantity: object) -> int:
     return milli_value(quantity) if name == "cpu" else value(quantity)  # type: ignore[arg-type]
 
 
-def _rv(obj: Mapping[str, Any]) -> int | None:
+def _rv(rv: str | None) -> int | None:
     """resourceVersion as an int (etcd revision) for ordering; None if it is not numeric."""
-    rv = (obj.get("metadata") or {}).get("resourceVersion")
     try:
         return int(rv) if rv is not None else None
     except ValueError:
         return None
 
 
-def _newer_or_equal(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+def _newer_or_equal(new: str | None, old: str | None) -> bool:
+    """Whether resourceVersion ``new`` is not older than ``old`` (None: nothing known yet)."""
     if old is None:
         return True
     a, b = _rv(new), _rv(old)
     return a is None or b is None or a >= b
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str | None:
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return None if rv is None else str(rv)
+
+
+def _same_version(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Both carry the same resourceVersion: the same object, delivered again."""
+    rv = _resource_version(new)
+    return rv is not None and rv == _resource_version(old)
+
+
+# ---- compact storage ---------------------------------------------------------------------------------
+
+_INTERN_MAX_LEN = 32  # string values up to this long are interned (names, models, quantities), not uuids
+
+
+def without_managed_fields(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj`` without ``metadata.managedFields``: a shallow copy when it has them, else ``obj``."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def compact(value: Any) -> Any:
+    """A copy of a JSON value with every key and every short string interned: the objects kept for
+    the cluster's lifetime (nodes, slices) repeat the same keys, labels and attribute values."""
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= _INTERN_MAX_LEN else value
+    if isinstance(value, Mapping):
+        return {sys.intern(str(k)): compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    return value
+
+
+def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What is kept of a Node: no managedFields, and of its status only ``allocatable`` and
+    ``capacity`` (conditions, images, addresses and nodeInfo play no part in placement)."""
+    status = node.get("status") or {}
+    slim = {k: v for k, v in without_managed_fields(node).items() if k != "status"}
+    slim["status"] = {k: status[k] for k in ("allocatable", "capacity") if k in status}
+    return dict(compact(slim))
+
+
+_Mask = Mapping[str, "_Mask | None"]  # None: the whole value
+_CONTAINER_FIELDS: _Mask = {"name": None, "resources": None, "ports": None, "restartPolicy": None}
+# Every field PodInfo.from_api reads: a pod cut down to these gives the same PodInfo.
+POD_INFO_FIELDS: _Mask = {
+    "metadata": {
+        "name": None,
+        "namespace": None,
+        "uid": None,
+        "resourceVersion": None,
+        "creationTimestamp": None,
+        "deletionTimestamp": None,
+    },
+    "spec": {
+        "nodeName": None,
+        "schedulerName": None,
+        "priority": None,
+        "schedulingGates": None,
+        "resources": None,
+        "overhead": None,
+        "containers": _CONTAINER_FIELDS,
+        "initContainers": _CONTAINER_FIELDS,
+    },
+    "status": {"phase": None, "extendedResourceClaimStatus": {"resourceClaimName": None}},
+}
+
+
+def _project(value: Any, mask: _Mask | None) -> Any:
+    if mask is None:
+        return value
+    if isinstance(value, list):
+        return [_project(v, mask) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _project(value[k], sub) for k, sub in mask.items() if k in value}
+    return value
+
+
+def slim_pod(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pod as worth holding in memory before it reaches ClusterState (a listing): the whole object
+    (without managedFields, compacted) while it can be scheduled, else only ``POD_INFO_FIELDS``."""
+    if _schedulable(pod):
+        return dict(compact(without_managed_fields(pod)))
+    return dict(_project(pod, POD_INFO_FIELDS))
+
+
+def _schedulable(pod: Mapping[str, Any]) -> bool:
+    """Unbound, not finished, not being deleted (whatever its scheduler): its object is kept."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    return not (spec.get("nodeName") or status.get("phase") in TERMINAL_PHASES or meta.get("deletionTimestamp"))
+
+
+class _Shared:
+    """Equal small read-only mappings (pod requests) shared between pods instead of one per pod.
+    Keyed by repr, so that Decimal("1.0") is not handed out for Decimal("1")."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._items: dict[tuple[tuple[str, str], ...], Mapping[str, Any]] = {}
+        self._limit = limit
+
+    def get(self, mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+        key = tuple(sorted((k, repr(v)) for k, v in mapping.items()))
+        found = self._items.get(key)
+        if found is not None:
+            return found
+        if len(self._items) < self._limit:
+            self._items[key] = mapping
+        return mapping
+
+
+_shared_requests = _Shared()
+_shared_units = _Shared()
+_NO_PORTS: frozenset[tuple[str, str, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -56,15 +184,16 @@ class NodeInfo:
     unschedulable: bool
     allocatable: Mapping[str, int]  # see units()
     device_plugin_names: frozenset[str]  # extended resources with allocatable > 0
-    raw: Mapping[str, Any]
+    raw: Mapping[str, Any]  # the node as slim_node keeps it
 
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> NodeInfo:
+        node = slim_node(node)
         meta, spec = node.get("metadata") or {}, node.get("spec") or {}
         alloc = {k: units(k, v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
         return cls(
             name=meta["name"],
-            labels=dict(meta.get("labels") or {}),
+            labels=meta.get("labels") or {},
             labels_key=frozenset((meta.get("labels") or {}).items()),
             taints=tuple(spec.get("taints") or ()),
             unschedulable=bool(spec.get("unschedulable")),
@@ -74,7 +203,11 @@ class NodeInfo:
         )
 
 
-@dataclass(frozen=True)
+class PodObjectDropped(LookupError):
+    """The whole pod object is kept only while the pod can be scheduled (PodInfo.raw)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     uid: str
     namespace: str
@@ -88,7 +221,10 @@ class PodInfo:
     requests: Mapping[str, Decimal]  # exact effective pod requests
     units: Mapping[str, int]  # the same in scheduler units (see units()), non-zero only
     host_ports: frozenset[tuple[str, str, int]]
-    raw: Mapping[str, Any]
+    resource_version: str | None
+    claim_name: str  # status.extendedResourceClaimStatus.resourceClaimName, "" when unset
+    gated: bool  # spec.schedulingGates is not empty
+    obj: Mapping[str, Any] | None  # while schedulable: the pod without managedFields, compacted; see raw
 
     @property
     def key(self) -> str:
@@ -99,13 +235,21 @@ class PodInfo:
         return self.phase in TERMINAL_PHASES
 
     @property
-    def claim_name(self) -> str:
-        """status.extendedResourceClaimStatus.resourceClaimName, "" when unset."""
-        ercs = (self.raw.get("status") or {}).get("extendedResourceClaimStatus") or {}
-        return str(ercs.get("resourceClaimName") or "")
+    def schedulable(self) -> bool:
+        """Unbound, not finished and not being deleted (whichever scheduler it names)."""
+        return not (self.node_name or self.terminal or self.deleting)
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The whole pod (without managedFields): kept only while the pod is schedulable, since
+        only scheduling (placement, the claim and status written for it) reads the rest."""
+        if self.obj is None:
+            raise PodObjectDropped(f"pod {self.key}: only its summary is kept (bound, finished or deleting)")
+        return self.obj
 
     @classmethod
-    def from_api(cls, pod: Mapping[str, Any]) -> PodInfo:
+    def from_api(cls, pod: Mapping[str, Any], *, keep_object: bool = False) -> PodInfo:
+        """``keep_object``: keep the whole pod even if it is not schedulable (draxr explain)."""
         meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
         requests = pod_requests(pod)
         ports: set[tuple[str, str, int]] = set()
@@ -113,20 +257,66 @@ class PodInfo:
             for p in c.get("ports") or ():
                 if p.get("hostPort"):
                     ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(p["hostPort"])))
+        ercs = status.get("extendedResourceClaimStatus") or {}
         return cls(
             uid=meta["uid"],
-            namespace=meta.get("namespace", ""),
+            namespace=sys.intern(meta.get("namespace", "")),
             name=meta["name"],
-            node_name=spec.get("nodeName") or "",
-            phase=status.get("phase") or "Pending",
-            scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            node_name=sys.intern(spec.get("nodeName") or ""),
+            phase=sys.intern(status.get("phase") or "Pending"),
+            scheduler_name=sys.intern(spec.get("schedulerName") or "default-scheduler"),
             priority=int(spec.get("priority") or 0),
-            created=meta.get("creationTimestamp") or "",
+            created=sys.intern(meta.get("creationTimestamp") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
-            requests=requests,
-            units={k: u for k, v in requests.items() if (u := units(k, v))},
-            host_ports=frozenset(ports),
-            raw=pod,
+            requests=_shared_requests.get(requests),
+            units=_shared_units.get({k: u for k, v in requests.items() if (u := units(k, v))}),
+            host_ports=frozenset(ports) if ports else _NO_PORTS,
+            resource_version=_resource_version(pod),
+            claim_name=str(ercs.get("resourceClaimName") or ""),
+            gated=bool(spec.get("schedulingGates")),
+            obj=compact(without_managed_fields(pod)) if keep_object or _schedulable(pod) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimInfo:
+    """What is kept of a ResourceClaim: the fields the release and roll-back decisions read, and
+    the claim itself (without managedFields) as JSON, decoded only to write it back."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str | None
+    owner: tuple[str, str] | None  # (pod name, pod uid) of a special claim, see special_claim_owner
+    deleting: bool
+    finalizers: tuple[str, ...]
+    allocated: bool  # status.allocation is set
+    reserved: bool  # status.reservedFor is not empty
+    body: bytes
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def object(self) -> dict[str, Any]:
+        """The claim as the API returned it (without managedFields): a fresh dict on every call."""
+        return dict(json.loads(self.body))
+
+    @classmethod
+    def from_api(cls, claim: Mapping[str, Any]) -> ClaimInfo:
+        claim = without_managed_fields(claim)
+        meta, status = claim.get("metadata") or {}, claim.get("status") or {}
+        return cls(
+            namespace=sys.intern(meta.get("namespace", "")),
+            name=meta["name"],
+            uid=str(meta.get("uid") or ""),
+            resource_version=_resource_version(claim),
+            owner=special_claim_owner(claim),
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(sys.intern(f) for f in meta.get("finalizers") or ()),
+            allocated=bool(status.get("allocation")),
+            reserved=bool(status.get("reservedFor")),
+            body=json.dumps(claim, separators=(",", ":")).encode(),
         )
 
 
@@ -162,9 +352,10 @@ class ClusterState:
         self.usage: dict[str, NodeUsage] = {}
         self.inventory = Inventory()
         self.tracker = AllocationTracker()
-        self.claims: dict[str, Mapping[str, Any]] = {}  # "namespace/name" -> latest claim
+        self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
         self.special_claims: dict[str, set[str]] = {}  # pod uid -> claim keys
         self.classes: dict[str, Mapping[str, Any]] = {}
+        self._slice_versions: dict[str, str | None] = {}  # slice name -> resourceVersion in the inventory
         self.overrides: tuple[OverrideMapping, ...] = ()
         self.mapping: ExtendedResourceMapping = build_mapping(())
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
@@ -176,6 +367,9 @@ class ClusterState:
 
     # ---- nodes ---------------------------------------------------------------------------------
     def upsert_node(self, node: Mapping[str, Any]) -> None:
+        old = self.nodes.get((node.get("metadata") or {}).get("name", ""))
+        if old is not None and _same_version(node, old.raw):
+            return  # delivered again (kopf lists everything the initial sync did): nothing changed
         info = NodeInfo.from_api(node)
         self.nodes[info.name] = info
         self.usage.setdefault(info.name, NodeUsage())
@@ -192,11 +386,17 @@ class ClusterState:
             return ""
         return pod.node_name or self.assumed_nodes.get(pod.uid, "")
 
-    def upsert_pod(self, pod: Mapping[str, Any]) -> PodInfo:
-        info = PodInfo.from_api(pod)
-        old = self.pods.get(info.uid)
-        if old is not None and not _newer_or_equal(pod, old.raw):
-            return old
+    def upsert_pod(self, pod: Mapping[str, Any], *, keep_object: bool = False) -> PodInfo:
+        """Record a pod seen by a watch (or a listing, see slim_pod); older versions are ignored.
+        ``keep_object``: keep the whole pod even if it cannot be scheduled (draxr explain)."""
+        old = self.pods.get((pod.get("metadata") or {}).get("uid", ""))
+        if old is not None:
+            rv = _resource_version(pod)
+            if not _newer_or_equal(rv, old.resource_version):
+                return old
+            if rv is not None and rv == old.resource_version and (old.obj is not None or not keep_object):
+                return old  # the same version again (a re-list): the same summary, no churn
+        info = PodInfo.from_api(pod, keep_object=keep_object)
         self._account(old, -1)
         if info.node_name:
             self.assumed_nodes.pop(info.uid, None)  # the binding is visible: no longer an assumption
@@ -236,14 +436,21 @@ class ClusterState:
 
     # ---- DRA objects ---------------------------------------------------------------------------
     def upsert_slice(self, obj: Mapping[str, Any]) -> None:
-        self.inventory.upsert_slice(obj)
+        name = (obj.get("metadata") or {}).get("name", "")
+        rv = _resource_version(obj)
+        if rv is not None and self._slice_versions.get(name) == rv:
+            return  # delivered again: nothing changed, and the inventory's caches stay valid
+        self.inventory.upsert_slice(compact(without_managed_fields(obj)))
+        self._slice_versions[name] = rv
         self.generation += 1
 
     def remove_slice(self, name: str) -> None:
         self.inventory.remove_slice(name)
+        self._slice_versions.pop(name, None)
         self.generation += 1
 
     def upsert_class(self, obj: Mapping[str, Any]) -> None:
+        obj = without_managed_fields(obj)
         self.classes[obj["metadata"]["name"]] = obj
         self.inventory.upsert_class(obj)
         self._remap()
@@ -262,20 +469,29 @@ class ClusterState:
         self.mapping = build_mapping(self.classes.values(), self.overrides)
         self.generation += 1
 
-    def upsert_claim(self, claim: Mapping[str, Any]) -> bool:
-        """Record a claim seen by a watch or returned by a write. Older versions are ignored (a
-        late watch event must not undo an allocation we already know about). True if applied."""
-        meta = claim["metadata"]
-        key = f"{meta.get('namespace', '')}/{meta['name']}"
-        if not _newer_or_equal(claim, self.claims.get(key)):
+    def upsert_claim(self, claim: Mapping[str, Any] | ClaimInfo) -> bool:
+        """Record a claim seen by a watch or returned by a write (or a listing's ClaimInfo). Older
+        versions are ignored (a late watch event must not undo an allocation we already know
+        about). True if applied."""
+        if isinstance(claim, ClaimInfo):
+            key, rv = claim.key, claim.resource_version
+        else:
+            meta = claim["metadata"]
+            key, rv = f"{meta.get('namespace', '')}/{meta['name']}", _resource_version(claim)
+        old = self.claims.get(key)
+        if not _newer_or_equal(rv, old.resource_version if old is not None else None):
             return False
-        had_allocation = bool(((self.claims.get(key) or {}).get("status") or {}).get("allocation"))
-        self.claims[key] = claim
-        self.tracker.set_claim(key, claim)
-        owner = special_claim_owner(claim)
-        if owner is not None:
-            self.special_claims.setdefault(owner[1], set()).add(key)
-        if had_allocation and not (claim.get("status") or {}).get("allocation"):
+        if old is not None and rv is not None and rv == old.resource_version:
+            return True  # the same version again (a re-list, or our own write's watch event)
+        info = claim if isinstance(claim, ClaimInfo) else ClaimInfo.from_api(claim)
+        self.claims[key] = info
+        if info.allocated:
+            self.tracker.set_claim(key, claim.object() if isinstance(claim, ClaimInfo) else claim)
+        else:
+            self.tracker.remove_claim(key)
+        if info.owner is not None:
+            self.special_claims.setdefault(info.owner[1], set()).add(key)
+        if old is not None and old.allocated and not info.allocated:
             self.generation += 1
         return True
 
@@ -284,15 +500,14 @@ class ClusterState:
         claim = self.claims.pop(key, None)
         self.tracker.remove_claim(key)
         if claim is not None:
-            owner = special_claim_owner(claim)
-            if owner is not None:
-                keys = self.special_claims.get(owner[1], set())
+            if claim.owner is not None:
+                keys = self.special_claims.get(claim.owner[1], set())
                 keys.discard(key)
                 if not keys:
-                    self.special_claims.pop(owner[1], None)
+                    self.special_claims.pop(claim.owner[1], None)
             self.generation += 1
 
-    def special_claims_of(self, pod_uid: str) -> list[Mapping[str, Any]]:
+    def special_claims_of(self, pod_uid: str) -> list[ClaimInfo]:
         return [self.claims[k] for k in sorted(self.special_claims.get(pod_uid, ())) if k in self.claims]
 
     def static_no_fit(self) -> dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str]:
