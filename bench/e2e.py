@@ -642,8 +642,12 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 # clean-up: they include releasing the claims of completed and deleted pods.
                 fig["audit_window"] = [fig["window"][0], time.time()]
                 log(f"  cleaned up in {cleanup_s:.1f}s")
-                if sched == "draxr":
-                    fig["process"]["draxr"]["peak_rss_mib"] = round(proc_figures(draxr.pid).get("peak_rss_mib", 0), 1)
+                if sched == "draxr":  # the clean-up counts too; after --restart-draxr the higher of both processes
+                    peak = proc_figures(draxr.pid).get("peak_rss_mib", 0)
+                    restarted = args.restart_draxr and phase_name == "burst"
+                    before = result.get("restart", {}).get("before_restart", {}) if restarted else {}
+                    peak = max(peak, before.get("peak_rss_mib", 0), fig["process"]["draxr"]["peak_rss_mib"])
+                    fig["process"]["draxr"]["peak_rss_mib"] = round(peak, 1)
                     draxr.stop()
                 result["phases"].append(fig)
     finally:
