@@ -12,7 +12,8 @@ schedulers get the same client rate limit (``--qps``/``--burst``). kube-schedule
 that it does not load the machine during kube-scheduler's. Each phase runs once per scheduler on a
 fresh namespace, kube-scheduler first:
 
-* burst:  P pods created as fast as the bench client can, pod k asks for 1 ``example.com/gpu-<k mod C>``;
+* burst:  P pods created as fast as the bench client can (or ``--burst-rate`` a second), pod k asks for
+          1 ``example.com/gpu-<k mod C>``;
 * steady: pods arrive at ``--steady-rate``/s for ``--steady-seconds`` and complete after ``--run-for``
           (kwok, annotation ``draxr.io/run-for``), so devices keep coming back;
 * mixed:  pods ask for 1, 2, 4 or 8 devices in turn (``--mixed-fill`` of the devices).
@@ -563,7 +564,7 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
             raise SystemExit(f"--pods {pods} exceeds the {devices} devices")
         phases: list[tuple[str, list[tuple[str, int]], float | None, str | None]] = []
         one = [(f"example.com/gpu-{k % args.classes}", 1) for k in range(pods)]
-        phases.append(("burst", one, None, None))
+        phases.append(("burst", one, args.burst_rate or None, None))
         if args.steady_seconds > 0:
             n = int(args.steady_rate * args.steady_seconds)
             steady = [(f"example.com/gpu-{k % args.classes}", 1) for k in range(n)]
@@ -641,8 +642,12 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 # clean-up: they include releasing the claims of completed and deleted pods.
                 fig["audit_window"] = [fig["window"][0], time.time()]
                 log(f"  cleaned up in {cleanup_s:.1f}s")
-                if sched == "draxr":
-                    fig["process"]["draxr"]["peak_rss_mib"] = round(proc_figures(draxr.pid).get("peak_rss_mib", 0), 1)
+                if sched == "draxr":  # the clean-up counts too; after --restart-draxr the higher of both processes
+                    peak = proc_figures(draxr.pid).get("peak_rss_mib", 0)
+                    restarted = args.restart_draxr and phase_name == "burst"
+                    before = result.get("restart", {}).get("before_restart", {}) if restarted else {}
+                    peak = max(peak, before.get("peak_rss_mib", 0), fig["process"]["draxr"]["peak_rss_mib"])
+                    fig["process"]["draxr"]["peak_rss_mib"] = round(peak, 1)
                     draxr.stop()
                 result["phases"].append(fig)
     finally:
@@ -765,6 +770,9 @@ def main() -> int:
     p.add_argument("--classes", type=int, default=25)
     p.add_argument("--pods", type=int, default=0, help="burst pods (default: --fill of the devices)")
     p.add_argument("--fill", type=float, default=0.8)
+    p.add_argument(
+        "--burst-rate", type=float, default=0, help="create the burst pods at this rate (pods/s; 0: all at once)"
+    )
     p.add_argument("--qps", type=float, default=500, help="client QPS of both schedulers")
     p.add_argument("--burst", type=int, default=1000, help="client burst of both schedulers")
     p.add_argument("--steady-seconds", type=float, default=60, help="0: no steady-state phase")

@@ -660,3 +660,37 @@ def test_claim_info_keeps_what_release_reads_and_the_claim() -> None:
     bare = ClaimInfo.from_api(plain_claim("p"))
     assert (bare.owner, bare.finalizers) == (None, ())
     assert (bare.deleting, bare.allocated, bare.reserved) == (False, False, False)
+
+
+def _at(obj: dict[str, Any], rv: str) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = rv
+    return obj
+
+
+def test_the_same_version_delivered_again_changes_nothing() -> None:
+    """kopf lists everything again after the initial sync: same resourceVersion, same object."""
+    s = ClusterState()
+    s.upsert_node(_at(node("n1", cpu="4"), "3"))
+    s.upsert_slice(_at(gpu_slice("n1", 2), "4"))
+    s.upsert_claim(special_claim("c", "a", "uid-a", rv="5", alloc=allocation("n1", "gpu-0")))
+    bound = s.upsert_pod(pod("a", node_name="n1", phase="Running", rv="6", gpus=1))
+    pending = s.upsert_pod(pod("b", rv="7", gpus=1))
+    gen, inventory_rev, claim, node_info = s.generation, s.inventory.revision, s.claims["ns/c"], s.nodes["n1"]
+
+    s.upsert_node(_managed(_at(node("n1", cpu="4"), "3")))
+    s.upsert_slice(_managed(_at(gpu_slice("n1", 2), "4")))
+    assert s.upsert_claim(special_claim("c", "a", "uid-a", rv="5", alloc=allocation("n1", "gpu-0")))
+    assert s.upsert_pod(pod("a", node_name="n1", phase="Running", rv="6", gpus=1)) is bound
+    assert s.upsert_pod(pod("b", rv="7", gpus=1)) is pending
+    assert (s.generation, s.inventory.revision) == (gen, inventory_rev)
+    assert s.claims["ns/c"] is claim
+    assert s.nodes["n1"] is node_info
+    assert _usage(s, "n1").pods == 1
+    # explain asks for the whole object of a pod of which only the summary is kept: rebuilt.
+    assert s.upsert_pod(pod("a", node_name="n1", phase="Running", rv="6", gpus=1), keep_object=True).obj is not None
+    # Newer versions are applied as before.
+    s.upsert_slice(_at(gpu_slice("n1", 3), "8"))
+    assert s.generation > gen
+    assert s.inventory.revision > inventory_rev
+    s.upsert_node(_at(node("n1", cpu="8"), "9"))
+    assert s.nodes["n1"].allocatable["cpu"] == 8000
