@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,9 +43,15 @@ class SchedulingQueue:
     # unresolvable ones wait for the flush or their own update only).
     _parked: dict[int, set[str]] = field(default_factory=dict)
 
+    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def _next_version(self) -> int:
+        """Queue-wide, never reused: a pod removed and added again must not revive its old items."""
+        return next(self._versions)
+
     # ---- placing an entry in one of the queues ----------------------------------------------------
     def _place(self, uid: str, entry: _Entry, now: float) -> None:
-        entry.version += 1
+        entry.version = self._next_version()
         if uid in self._in_flight:
             return  # placed again when it comes back (failed) or forgotten (done)
         if entry.parked_generation is not None:
@@ -57,7 +64,7 @@ class SchedulingQueue:
     def _release(self, uid: str, entry: _Entry, now: float) -> None:
         """To the backoff heap, or straight to the active one. A released parked pod keeps its
         ``parked_generation``: the eligibility rule (``_eligible``) reads it."""
-        entry.version += 1
+        entry.version = self._next_version()
         if entry.ready_at > now:
             heapq.heappush(self._backoff, (entry.ready_at, uid, entry.version))
         else:
@@ -140,7 +147,12 @@ class SchedulingQueue:
         for parked_at in [g for g in self._parked if g != generation]:
             for uid in self._parked.pop(parked_at):
                 e = self._entries.get(uid)  # the sets hold no versions: is it still parked there?
-                if e is not None and e.parked_generation == parked_at and uid not in self._in_flight:
+                if (
+                    e is not None
+                    and e.parked_generation == parked_at
+                    and not e.unresolvable
+                    and uid not in self._in_flight
+                ):
                     self._release(uid, e, now)
         while self._flush and self._flush[0][0] <= now:
             _, uid, version = heapq.heappop(self._flush)

@@ -405,3 +405,31 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
             assert new.pending() == old.pending()
     finally:
         draxr.queue.time, reference_queue.time = saved  # type: ignore[assignment]
+
+
+def test_a_pod_removed_and_added_again_is_ordered_by_its_new_priority(clock: Clock) -> None:
+    """Found by the model test: the heap item of the removed pod (higher priority) must not count
+    for the new entry."""
+    q = queue()
+    q.add("a", 0, "t0")
+    q.add("b", 1, "t1")
+    q.remove("b")
+    q.add("b", 0, "t0")
+    assert drain(q) == ["a", "b"]
+
+
+def test_a_stale_parking_does_not_release_an_unresolvable_pod(clock: Clock) -> None:
+    """Found by fuzzing against the old queue: parked (resolvable), removed, added again, then
+    parked as unresolvable at the same generation — a cluster change must not release it."""
+    q = queue(flush=10.0)
+    q.add("c", 0, "t")
+    assert drain(q) == ["c"]
+    q.failed("c", 0, unschedulable=True)
+    q.remove("c")
+    q.add("c", 1, "t")
+    assert drain(q) == ["c"]
+    q.failed("c", 0, unschedulable=True, unresolvable=True)
+    clock.advance(2.5)
+    assert drain(q, generation=1) == []
+    clock.advance(10)
+    assert drain(q, generation=1) == ["c"]  # the flush still brings it back
