@@ -1,7 +1,9 @@
-"""Extra control planes for the modules that need a differently configured cluster than the session's."""
+"""Extra control planes for the modules that need a differently configured cluster than the session's,
+and ServiceAccount credentials as a pod would get them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane, Options
+from draxr.kube import SERVICE_ACCOUNTS, Kube
 
 
 @contextlib.contextmanager
@@ -24,3 +27,30 @@ def extra_control_plane(prefix: str, options: Options, k8s_version: str | None =
         cp.stop()
         if not os.environ.get("DRAXR_KEEP_RUN_DIR"):
             shutil.rmtree(cp.run_dir, ignore_errors=True)
+
+
+async def bound_token(kube: Kube, namespace: str, sa: str, seconds: int = 3600) -> str:
+    """A TokenRequest for the ServiceAccount, as the kubelet makes one for a pod."""
+    token = await kube.create(
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+        namespace,
+        name=sa,
+        subresource="token",
+    )
+    return str(token["status"]["token"])
+
+
+async def service_account_dir(
+    kube: Kube, cp: ControlPlane, namespace: str, sa: str, into: Path, seconds: int = 3600
+) -> Path:
+    """What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount: a bound token and ca.crt."""
+    token = await bound_token(kube, namespace, sa, seconds)
+    return await asyncio.to_thread(_write_sa_dir, into, token, cp.pki.ca_crt)
+
+
+def _write_sa_dir(into: Path, token: str, ca: Path) -> Path:
+    into.mkdir(parents=True)
+    (into / "token").write_text(token)
+    shutil.copyfile(ca, into / "ca.crt")
+    return into

@@ -23,10 +23,11 @@ from draxr.app import Operator
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import ControlPlane, Options
-from draxr.kube import NAMESPACES, SERVICE_ACCOUNTS, Kube
+from draxr.kube import NAMESPACES, Kube
 from draxr.settings import Settings
 
 from . import manifests
+from .clusters import service_account_dir
 from .embedded import embedded_operator
 
 
@@ -107,16 +108,8 @@ async def operator(
     exercises the least-privilege RBAC of manifests/ (and its leader-election Lease)."""
     applied = await asyncio.to_thread(manifests.apply, control_plane)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    token = await kube.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 7200}},
-        "draxr-system",
-        name="draxr",
-        subresource="token",
-    )
-    sa_dir = tmp_path_factory.mktemp("serviceaccount")
-    (sa_dir / "token").write_text(token["status"]["token"])
-    shutil.copyfile(control_plane.pki.ca_crt, sa_dir / "ca.crt")
+    into = tmp_path_factory.mktemp("serviceaccount") / "sa"
+    sa_dir = await service_account_dir(kube, control_plane, "draxr-system", "draxr", into, seconds=7200)
     os.environ["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"  # read by the in-cluster loader only
     os.environ["KUBERNETES_SERVICE_PORT"] = str(control_plane.ports["api"])
     settings = Settings(

@@ -15,7 +15,8 @@ from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 from draxr.leader import LEASES
 
-from .test_install import NAMESPACE, Draxr, service_account_dir
+from .clusters import service_account_dir
+from .test_install import NAMESPACE, Draxr
 from .test_install import installed as installed  # the fixture
 from .test_platform import eventually, pod
 

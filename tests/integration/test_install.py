@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -41,7 +40,7 @@ from draxr.kube import (
 )
 
 from . import manifests
-from .clusters import extra_control_plane
+from .clusters import extra_control_plane, service_account_dir
 from .manifests import kubectl
 from .test_platform import eventually, pod
 
@@ -91,25 +90,6 @@ async def bare(bare_cluster: ControlPlane) -> AsyncIterator[Kube]:
 
 
 # ---- the operator as its Deployment runs it ------------------------------------------------------
-
-
-async def service_account_dir(kube: Kube, cp: ControlPlane, namespace: str, sa: str, into: Path) -> Path:
-    """What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount: a bound token and ca.crt."""
-    token = await kube.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        namespace,
-        name=sa,
-        subresource="token",
-    )
-    return await asyncio.to_thread(_write_sa_dir, into, token["status"]["token"], cp.pki.ca_crt)
-
-
-def _write_sa_dir(into: Path, token: str, ca: Path) -> Path:
-    into.mkdir(parents=True)
-    (into / "token").write_text(token)
-    shutil.copyfile(ca, into / "ca.crt")
-    return into
 
 
 class Draxr:

@@ -26,6 +26,8 @@ from draxr.kube import (
     Kube,
 )
 
+from .clusters import bound_token
+
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 NO_SCHEDULER = "draxr-test-nobody"  # no scheduler serves it: these tests bind by hand
@@ -225,14 +227,7 @@ async def _service_account_client(kube: Kube, cp: ControlPlane, namespace: str, 
     await kube.create(
         SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}}, namespace
     )
-    token = await kube.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        namespace,
-        name=sa,
-        subresource="token",
-    )
-    return Kube.from_token(cp.api_url, token["status"]["token"], cp.pki.ca_crt)
+    return Kube.from_token(cp.api_url, await bound_token(kube, namespace, sa), cp.pki.ca_crt)
 
 
 async def _grant(

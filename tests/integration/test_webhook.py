@@ -35,7 +35,8 @@ from draxr.webhook import WebhookServer
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
 
 from . import manifests
-from .test_install import Draxr, service_account_dir
+from .clusters import service_account_dir
+from .test_install import Draxr
 from .test_platform import eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
