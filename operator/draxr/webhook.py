@@ -26,14 +26,20 @@ log = logs.get("draxr.webhook")
 PATH = "/mutate-pods"
 
 
+def allowed_unchanged(review: dict[str, Any]) -> dict[str, Any]:
+    """The AdmissionReview answer that admits the pod as it is."""
+    uid = (review.get("request") or {}).get("uid", "")
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": uid, "allowed": True}}
+
+
 def review_response(
     review: dict[str, Any], mapping: ExtendedResourceMapping | None, scheduler_name: str
 ) -> dict[str, Any]:
     """AdmissionReview in, AdmissionReview out. Always allowed; patched or not. ``mapping`` None:
     the view is not synced yet, so nothing is steered rather than steered on partial knowledge."""
     request = review.get("request") or {}
-    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
-    out = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    out = allowed_unchanged(review)
+    response = out["response"]
     pod = request.get("object") or {}
     kind = request.get("kind") or {}
     meta = pod.get("metadata") or {}
@@ -74,12 +80,7 @@ def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler
         except Exception:  # a bug must not fail admission: allow unchanged (the pod keeps its scheduler)
             log.exception("webhook decision failed; pod admitted unchanged")
             metrics.WEBHOOK_ADMISSIONS.labels(result="error").inc()
-            uid = (review.get("request") or {}).get("uid", "")
-            body = {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True},
-            }
+            body = allowed_unchanged(review)
         metrics.WEBHOOK_SECONDS.observe(time.monotonic() - t0)
         return web.json_response(body)
 

@@ -43,15 +43,18 @@ class CertKeeper:
         self._missing_config_logged = False
 
     # ---- every replica ------------------------------------------------------------------------------
-    async def _read(self) -> tuple[certs.Pki | None, dict[str, Any] | None]:
+    async def _secret(self) -> dict[str, Any] | None:
         s = self.settings
         try:
-            secret = await self.kube.get(SECRETS, s.webhook_secret_name, s.webhook_namespace)
+            return await self.kube.get(SECRETS, s.webhook_secret_name, s.webhook_namespace)
         except ApiException as e:
             if e.status == 404:
-                return None, None
+                return None
             raise
-        return certs.Pki.from_secret_data(secret.get("data")), secret
+
+    async def _read(self) -> tuple[certs.Pki | None, dict[str, Any] | None]:
+        secret = await self._secret()
+        return (certs.Pki.from_secret_data(secret.get("data")) if secret else None), secret
 
     def _load(self, tls_crt: bytes, tls_key: bytes) -> None:
         if tls_crt == self._serving:
@@ -67,14 +70,7 @@ class CertKeeper:
 
     async def reload_once(self) -> None:
         """Only tls.crt and tls.key are needed here, so a Secret written by cert-manager works too."""
-        s = self.settings
-        try:
-            secret = await self.kube.get(SECRETS, s.webhook_secret_name, s.webhook_namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return
-            raise
-        data = secret.get("data") or {}
+        data = ((await self._secret()) or {}).get("data") or {}
         if certs.TLS_CRT in data and certs.TLS_KEY in data:
             self._load(base64.b64decode(data[certs.TLS_CRT]), base64.b64decode(data[certs.TLS_KEY]))
 
