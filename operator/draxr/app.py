@@ -1,17 +1,16 @@
-"""The operator process: initial sync, kopf watches, the scheduling loop and the claim releaser."""
+"""The operator process: supervised watches, the scheduling loop, the claim releaser, health."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import threading
-from collections.abc import Collection, Iterator
+import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-import kopf
 from kubernetes_asyncio import client, config
 from prometheus_client import start_http_server
 
@@ -20,13 +19,15 @@ from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
 from draxr.core.steering import DEFAULT_SCHEDULER
 from draxr.events import Recorder
-from draxr.handlers import Sink, build_registry
+from draxr.handlers import targets
+from draxr.health import Health, supervise
 from draxr.kube import Kube
 from draxr.leader import LeaderElector, default_identity
+from draxr.loops import GuardedLoop
 from draxr.mapping_status import MappingStatusWriter
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
-from draxr.snapshot import list_cluster
+from draxr.watch import Informer
 from draxr.webhook import WebhookServer
 from draxr.webhook_tls import CertKeeper
 
@@ -45,27 +46,7 @@ async def connect(settings: Settings) -> tuple[Kube, client.Configuration]:
     return Kube(client.ApiClient(cfg)), cfg
 
 
-def kopf_login(cfg: client.Configuration) -> Any:
-    """kopf authenticates with exactly what our own client uses (kubeconfig or in-cluster)."""
-
-    async def login(**_: Any) -> kopf.ConnectionInfo:
-        api_key: dict[str, Any] = cfg.api_key or {}
-        bearer = str(api_key.get("BearerToken") or "")
-        scheme, _sep, value = bearer.partition(" ")
-        return kopf.ConnectionInfo(
-            server=str(cfg.host),
-            ca_path=cfg.ssl_ca_cert,
-            insecure=not cfg.verify_ssl,
-            scheme=scheme or None,
-            token=value or None,
-            certificate_path=cfg.cert_file,
-            private_key_path=cfg.key_file,
-        )
-
-    return login
-
-
-class Operator(Sink):
+class Operator:  # implements handlers.Sink
     def __init__(self, settings: Settings, kube: Kube, cfg: client.Configuration) -> None:
         self.settings = settings
         self.kube = kube
@@ -86,6 +67,27 @@ class Operator(Sink):
         )
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
+        self.leading = False
+        # Watches hold their connections for minutes: their own client, so that they never take
+        # the slots of the binding writes.
+        self.watch_kube = Kube(client.ApiClient(cfg))
+        self.lease_kube = Kube(client.ApiClient(cfg))
+        self.informers = [
+            Informer(
+                t,
+                self.watch_kube,
+                timeout_seconds=settings.watch_timeout_seconds,
+                idle_seconds=settings.watch_idle_seconds,
+                streaming_list=settings.watch_streaming_list,
+            )
+            for t in targets(self)
+        ]
+        self.health = Health(
+            self.informers,
+            watch_deadline=settings.watch_deadline_seconds,
+            scheduling_stall=settings.scheduling_stall_seconds,
+            scheduler_stalled_for=lambda: self.scheduler.stalled_for() if self.leading else 0.0,
+        )
         self.certs = CertKeeper(kube, settings) if settings.webhook_port else None
         self.webhook = (
             WebhookServer(self.certs, settings, lambda: self.state.mapping if self.synced.is_set() else None)
@@ -93,7 +95,7 @@ class Operator(Sink):
             else None
         )
 
-    # ---- Sink: called by the kopf handlers ------------------------------------------------------
+    # ---- Sink: called by the watches -----------------------------------------------------------
     def pod_upserted(self, pod: dict[str, Any]) -> None:
         old = self.state.pods.get(pod["metadata"]["uid"])
         info = self.state.upsert_pod(pod)
@@ -146,21 +148,19 @@ class Operator(Sink):
 
     # ---- start-up ---------------------------------------------------------------------------------
     async def initial_sync(self) -> None:
-        """List everything once so that decisions (and orphan detection) start from a full view;
-        kopf's watches keep it current afterwards."""
-        listing = await list_cluster(self.kube)
-        listing.apply(self.state, upsert_pod=self.pod_upserted)
-        for m in listing.mappings or ():
-            self.mapping_objects[m["metadata"]["name"]] = m
-        self._remap()
+        """Every watch has listed its kind once: decisions (and orphan detection) start from a full
+        view; the watches keep it current afterwards."""
+        t0 = time.monotonic()
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
         log.info(
             "initial sync done",
-            nodes=len(listing.nodes),
-            slices=len(listing.slices),
-            classes=len(listing.classes),
-            claims=len(listing.claims),
-            pods=len(listing.pods),
-            mappings=len(listing.mappings) if listing.mappings is not None else "CRD not installed",
+            seconds=round(time.monotonic() - t0, 2),
+            nodes=len(self.state.nodes),
+            slices=len(self.state.inventory.all_slices),
+            classes=len(self.state.classes),
+            claims=len(self.state.claims),
+            pods=len(self.state.pods),
+            mappings=len(self.mapping_objects),
         )
         self.synced.set()
 
@@ -172,35 +172,32 @@ class Operator(Sink):
         return await self.releaser.run_all(actions, "rollback")
 
     async def release_loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release_wake.wait(), self.settings.release_sweep_seconds)
+        async def step() -> None:
             self._release_wake.clear()
             await self.releaser.run_all(gc.claims_to_release(self.state), "release")
             await self.roll_back_stale_claims()
 
-    # ---- run ----------------------------------------------------------------------------------------
-    def kopf_settings(self) -> kopf.OperatorSettings:
-        s = kopf.OperatorSettings()
-        s.posting.enabled = False
-        s.watching.server_timeout = 600
-        s.watching.client_timeout = 660
-        s.watching.connect_timeout = 60
-        s.watching.chunk_size = 500
-        s.networking.request_timeout = 120
-        return s
+        async def pause() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._release_wake.wait(), self.settings.release_sweep_seconds)
 
+        await pause()
+        await GuardedLoop("claim-release").run(step, pause)
+
+    # ---- run ----------------------------------------------------------------------------------------
     async def lead(self) -> None:
         """What only the leader does: roll back what a crashed leader left, schedule, release, and
         write the mapping CRs' status."""
-        await self.roll_back_stale_claims()
-        log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
-        duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
-        if self.certs is not None and self.settings.webhook_self_signed:
-            duties.append(self.certs.ensure_loop())
+        self.leading = True
         try:
+            await self.roll_back_stale_claims()
+            log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
+            duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
+            if self.certs is not None and self.settings.webhook_self_signed:
+                duties.append(self.certs.ensure_loop())
             await asyncio.gather(*duties)
         finally:
+            self.leading = False
             self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
 
     def elector(self) -> LeaderElector | None:
@@ -208,7 +205,9 @@ class Operator(Sink):
         if not s.leader_elect:
             return None
         return LeaderElector(
-            self.kube,
+            # Its own connections, as kube-scheduler's leader-election client: a renewal must never
+            # queue behind a burst of binding writes (and lose the lease for it).
+            self.lease_kube,
             s.leader_election_namespace,
             s.leader_election_lease_name or s.scheduler_name,
             default_identity(),
@@ -237,52 +236,60 @@ class Operator(Sink):
 
     async def run(self, stop: asyncio.Event) -> None:
         """Watches and state run in every replica; scheduling only while leading. Losing the lease
-        ends the process's leadership for good (the caller exits), as kube-scheduler does."""
+        ends the process's leadership for good (the caller exits), as kube-scheduler does. Any
+        watch or task that ends, and liveness failing for longer than its grace, ends the process."""
         await self.check_adoption()
-        await self.initial_sync()
-        if self.settings.metrics_port:
-            start_http_server(self.settings.metrics_port, addr=self.settings.bind_address)
-        liveness = (
-            f"http://{self.settings.bind_address}:{self.settings.health_port}/healthz"
-            if self.settings.health_port
-            else None
-        )
-        registry = build_registry(self, kopf_login(self.cfg))
-        not_ours = _NotKopfTasks()
-        kopf_tasks = await kopf.spawn_tasks(
-            registry=registry,
-            settings=self.kopf_settings(),
-            standalone=True,
-            clusterwide=True,
-            stop_flag=stop,
-            liveness_endpoint=liveness,
-        )
-        _own_signals(stop)  # kopf installed its handlers; ours stop everything through the stop flag
+        s = self.settings
+        tasks: dict[str, asyncio.Task[None]] = {}
+
+        def spawn(name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+            tasks[name] = asyncio.create_task(coro, name=name)
+            return tasks[name]
+
+        for inf in self.informers:
+            spawn(f"watch-{inf.name}", inf.run())
+        spawn("event-loop-lag", self.health.measure_lag())
+        if s.health_port:
+            spawn("health-server", self.health.serve(s.bind_address, s.health_port))
+        self.health.tasks = tasks  # (the webhook joins them once it starts)
+        supervisor = asyncio.create_task(supervise(self.health, s.liveness_exit_seconds), name="supervisor")
+        stopper = asyncio.create_task(stop.wait(), name="stop")
         elector = self.elector()
-        leading = asyncio.create_task(elector.run(self.lead) if elector else self.lead(), name="leadership")
-        kopf_task = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=not_ours), name="kopf")
-        webhook = asyncio.create_task(self.webhook.serve(), name="webhook") if self.webhook is not None else None
-        log.info("draxr running", scheduler_name=self.settings.scheduler_name, leader_election=elector is not None)
-        stopper = asyncio.create_task(stop.wait())
+        leading: asyncio.Task[None] | None = None
+        syncing = asyncio.create_task(self.initial_sync(), name="initial-sync")
         try:
-            watched = [stopper, kopf_task, leading, *([webhook] if webhook else [])]
-            done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([syncing, supervisor, stopper], return_when=asyncio.FIRST_COMPLETED)
+            if not syncing.done():
+                syncing.cancel()
+                if supervisor.done():
+                    supervisor.result()  # raises why
+                return
+            if s.metrics_port:
+                start_http_server(s.metrics_port, addr=s.bind_address)
+            leading = asyncio.create_task(elector.run(self.lead) if elector else self.lead(), name="leadership")
+            if self.webhook is not None:
+                spawn("webhook", self.webhook.serve())
+            log.info("draxr running", scheduler_name=s.scheduler_name, leader_election=elector is not None)
+            done, _ = await asyncio.wait([stopper, supervisor, leading], return_when=asyncio.FIRST_COMPLETED)
             if leading in done and not stop.is_set():
+                error = None if leading.cancelled() else leading.exception()
+                if error is not None:  # a duty failed for good (LoopFailed) or crashed: not a lost lease
+                    log.error("leading failed", error=repr(error))
+                    raise error
                 self.lost_leadership = True
-            if webhook in done and not webhook.cancelled() and webhook.exception() is not None:
-                # e.g. the port is taken: exit (and be restarted) rather than run without admission
-                log.error("admission webhook failed", error=repr(webhook.exception()))
-                raise webhook.exception()  # type: ignore[misc]
+            if supervisor in done:
+                supervisor.result()  # raises Unhealthy with the reason
         finally:
-            stopper.cancel()
             stop.set()
-            leading.cancel()
-            if webhook is not None:
-                webhook.cancel()
-            await asyncio.gather(leading, kopf_task, *([webhook] if webhook else []), return_exceptions=True)
+            running = [stopper, supervisor, syncing, *tasks.values(), *([leading] if leading else [])]
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             await self.scheduler.drain()
             if elector is not None and not self.lost_leadership:
                 await elector.release()
+            await self.watch_kube.close()
+            await self.lease_kube.close()
 
 
 class AdoptionRefused(SystemExit):
@@ -296,31 +303,6 @@ def adoption_refused(version: dict[str, Any]) -> str | None:
     if major == "1" and digits and int(digits) < 36:
         return None
     return f"{major}.{digits or '?'}"
-
-
-def _is_kopf_task(task: object) -> bool:
-    coro = task.get_coro() if isinstance(task, asyncio.Task) else None
-    filename = getattr(getattr(coro, "cr_code", None), "co_filename", "")
-    return f"{os.sep}kopf{os.sep}" in filename
-
-
-class _NotKopfTasks(Collection["asyncio.Task[Any]"]):
-    """kopf.operator() cancels, on exit, every task of the loop it did not see at start-up (our
-    bindings, a test's tasks, another embedded operator's watchers). Passed as run_tasks'
-    ``ignored``, this limits that to kopf's own tasks created from ``__init__`` on (call it just
-    before spawning): the kopf tasks already running belong to someone else."""
-
-    def __init__(self) -> None:
-        self._others = frozenset(t for t in asyncio.all_tasks() if _is_kopf_task(t))
-
-    def __contains__(self, task: object) -> bool:
-        return not _is_kopf_task(task) or task in self._others
-
-    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def _own_signals(stop: asyncio.Event) -> None:

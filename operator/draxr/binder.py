@@ -6,6 +6,7 @@ rolls back what was written (finalizer off, claim deleted) and hands the pod bac
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,10 +19,10 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
 from draxr.faults import crash_point
 from draxr.kube import JSON_PATCH, MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
+from draxr.loops import TooManyConflicts, retry_conflicts
 from draxr.releaser import drop_finalizer_and_delete
 
 log = logs.get("draxr.binder")
-_CONFLICT_RETRIES = 5
 
 
 def assumed_claim_key(pod_uid: str) -> str:
@@ -58,12 +59,15 @@ class Binder:
                 crash_point("pod-status")
             await self._bind(pod, decision.node)
             crash_point("bind")
-        except BindingFailed as failure:
-            if claim is not None:
+        except Exception as e:  # API refusals, and dropped connections or timeouts mid-way alike
+            failure = e if isinstance(e, BindingFailed) else BindingFailed("write", f"{type(e).__name__}: {e}")
+            if claim is not None:  # never leave a half-written claim behind
                 if status_written:  # (a pod that is gone just fails the conditional patch)
                     await self._clear_pod_status(pod, claim["metadata"]["name"])
                 await self._roll_back(pod, claim)
-            raise failure
+            if failure is e:
+                raise
+            raise failure from e
         finally:
             self.state.forget_allocation(assumed_claim_key(pod.uid))
         metrics.BINDING_SECONDS.observe(time.monotonic() - t0)
@@ -89,27 +93,36 @@ class Binder:
 
     async def _write_allocation(self, pod: PodInfo, claim: dict[str, Any], allocation: Any) -> dict[str, Any]:
         status = shape.allocated_status(pod.raw, allocation, datetime.now(UTC))
-        current = claim
-        for _ in range(_CONFLICT_RETRIES):
+        name = claim["metadata"]["name"]
+
+        async def write(current: dict[str, Any]) -> dict[str, Any]:
             try:
-                written = await self.kube.replace(
+                return await self.kube.replace(
                     RESOURCE_CLAIMS, {**current, "status": status}, pod.namespace, subresource="status"
                 )
             except ApiException as e:
                 if e.status != 409:
                     raise BindingFailed("write claim allocation", api_message(e)) from e
-                try:
-                    current = await self.kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], pod.namespace)
-                except ApiException as e2:
-                    raise BindingFailed("write claim allocation", api_message(e2)) from e2
-                if current["metadata"].get("deletionTimestamp"):
-                    raise BindingFailed("write claim allocation", "claim got deleted in the meantime") from e
-                if (current.get("status") or {}).get("allocation"):
-                    raise BindingFailed("write claim allocation", "claim got allocated elsewhere") from e
-                continue
-            self.state.upsert_claim(written)
-            return written
-        raise BindingFailed("write claim allocation", "too many conflicts")
+                raise
+
+        async def reread() -> dict[str, Any]:
+            try:
+                current = await self.kube.get(RESOURCE_CLAIMS, name, pod.namespace)
+            except ApiException as e:
+                raise BindingFailed("write claim allocation", api_message(e)) from e
+            if current["metadata"].get("deletionTimestamp"):
+                raise BindingFailed("write claim allocation", "claim got deleted in the meantime")
+            if (current.get("status") or {}).get("allocation"):
+                raise BindingFailed("write claim allocation", "claim got allocated elsewhere")
+            return current
+
+        try:
+            written = await retry_conflicts(claim, write, reread, what=f"claim {pod.namespace}/{name}")
+        except TooManyConflicts as e:
+            raise BindingFailed("write claim allocation", "too many conflicts") from e
+        assert written is not None
+        self.state.upsert_claim(written)
+        return written
 
     async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
         patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
@@ -127,8 +140,8 @@ class Binder:
         ]
         try:
             await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=JSON_PATCH)
-        except ApiException as e:
-            log.info("pod status not cleared", pod=pod.key, claim=claim_name, error=api_message(e))
+        except Exception as e:  # (the pod's status still names a deleted claim: kubelet refuses to start it)
+            log.info("pod status not cleared", pod=pod.key, claim=claim_name, error=_error(e))
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
         binding = {
@@ -141,15 +154,43 @@ class Binder:
             await self.kube.create(PODS, binding, pod.namespace, name=pod.name, subresource="binding")
         except ApiException as e:
             raise BindingFailed("bind", api_message(e), pod_gone=e.status in (404, 409)) from e
+        except Exception as e:
+            # No answer (a dropped connection, a timeout): the binding may have been made. Rolling the
+            # claim back under a bound pod would be the worst outcome; look before failing.
+            if await self._bound_to(pod, node):
+                log.info("binding answer lost, but the pod is bound", pod=pod.key, node=node, error=_error(e))
+                return
+            raise
+
+    async def _bound_to(self, pod: PodInfo, node: str) -> bool:
+        """Whether the pod is bound to ``node``, asked a few times while the API does not answer
+        (then, like upstream after a failed bind, it counts as not bound)."""
+        for delay in (0.5, 1.0, 2.0, None):
+            try:
+                current = await self.kube.get(PODS, pod.name, pod.namespace)
+            except ApiException:
+                return False
+            except Exception:
+                if delay is None:
+                    return False
+                await asyncio.sleep(delay)
+                continue
+            same = (current.get("metadata") or {}).get("uid") == pod.uid
+            return same and (current.get("spec") or {}).get("nodeName") == node
+        return False
 
     async def _roll_back(self, pod: PodInfo, claim: dict[str, Any]) -> None:
         try:
             await drop_finalizer_and_delete(self.kube, claim)
-        except ApiException as e:
+        except Exception as e:
             # The stale-claim sweep deletes it later; the claim never counts as ours to reuse.
-            log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=api_message(e))
+            log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=_error(e))
             return
         self.state.remove_claim(pod.namespace, claim["metadata"]["name"])
+
+
+def _error(e: Exception) -> str:
+    return api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
 
 
 def _observe_scheduling_latency(pod: PodInfo) -> None:

@@ -1,77 +1,63 @@
-"""kopf wiring: watch events -> ClusterState (+ queue nudges). Nothing is written by kopf: Pods are
-watched with on.event only (no change handlers, timers, daemons or indexes, which would annotate or
-finalize every pod, or gate on an O(N²) index)."""
+"""Watch wiring: which kinds draxr watches and where their events go (ClusterState, queue nudges).
+
+Nothing is written by the watches. Every kind gets its own supervised informer (``watch.Informer``);
+this module only says what each one feeds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-import kopf
-
-from draxr import logs
 from draxr.core.state import ClusterState
+from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
+from draxr.mapping_status import MAPPINGS
+from draxr.watch import Target
 
-log = logs.get("draxr.handlers")
+JSON = dict[str, Any]
 
 
-class Sink:
-    """What the handlers call into; the operator implements it."""
+class Sink(Protocol):
+    """What the watches call into; the operator implements it."""
 
     state: ClusterState
 
-    def pod_upserted(self, pod: dict[str, Any]) -> None: ...
-    def pod_deleted(self, pod: dict[str, Any]) -> None: ...
-    def claim_upserted(self, claim: dict[str, Any]) -> None: ...
-    def claim_deleted(self, claim: dict[str, Any]) -> None: ...
+    def pod_upserted(self, pod: JSON) -> None: ...
+    def pod_deleted(self, pod: JSON) -> None: ...
+    def claim_upserted(self, claim: JSON) -> None: ...
+    def claim_deleted(self, claim: JSON) -> None: ...
     def cluster_changed(self) -> None: ...
-    def mapping_upserted(self, obj: dict[str, Any]) -> None: ...
-    def mapping_deleted(self, obj: dict[str, Any]) -> None: ...
+    def mapping_upserted(self, obj: JSON) -> None: ...
+    def mapping_deleted(self, obj: JSON) -> None: ...
 
 
-def build_registry(sink: Sink, login: Callable[..., Any]) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=registry)(login)
+def _name(obj: JSON) -> str:
+    return str(obj["metadata"]["name"])
 
-    def deleted(event: dict[str, Any]) -> bool:
-        return event.get("type") == "DELETED"
 
-    @kopf.on.event("v1", "pods", registry=registry)  # type: ignore[arg-type]
-    async def pods(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        sink.pod_deleted(obj) if deleted(event) else sink.pod_upserted(obj)
-
-    # Cluster-scoped inputs of placement: upsert or remove in the state, then nudge the queue.
+def targets(sink: Sink) -> list[Target]:
     state = sink.state
-    inputs: dict[tuple[str, str, str], tuple[Callable[[Any], None], Callable[[str], None]]] = {
-        ("", "v1", "nodes"): (state.upsert_node, state.remove_node),
-        ("resource.k8s.io", "v1", "resourceslices"): (state.upsert_slice, state.remove_slice),
-        ("resource.k8s.io", "v1", "deviceclasses"): (state.upsert_class, state.remove_class),
-    }
-    for (group, version, plural), (upsert, remove) in inputs.items():
 
-        async def on_input(
-            event: dict[str, Any],
-            upsert: Callable[[Any], None] = upsert,
-            remove: Callable[[str], None] = remove,
-            **_: Any,
-        ) -> None:
-            obj = event["object"]
-            remove(obj["metadata"]["name"]) if deleted(event) else upsert(obj)
+    def cluster_input(upsert: Callable[[JSON], None], remove: Callable[[str], None]) -> tuple[Any, Any]:
+        """Cluster-scoped inputs of placement: upsert or remove in the state, then nudge the queue."""
+
+        def on_upsert(obj: JSON) -> None:
+            upsert(obj)
             sink.cluster_changed()
 
-        kopf.on.event(group, version, plural, registry=registry, id=plural)(on_input)  # type: ignore[arg-type]
+        def on_delete(obj: JSON) -> None:
+            remove(_name(obj))
+            sink.cluster_changed()
 
-    @kopf.on.event("resource.k8s.io", "v1", "resourceclaims", registry=registry)  # type: ignore[arg-type]
-    async def claims(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        sink.claim_deleted(obj) if deleted(event) else sink.claim_upserted(obj)
+        return on_upsert, on_delete
 
-    # ExtendedResourceMapping CRs. Without the CRD installed kopf just waits for it to appear
-    # (it watches CRDs); draxr schedules meanwhile from DeviceClass mappings alone.
-    @kopf.on.event("draxr.io", "v1alpha1", "extendedresourcemappings", registry=registry)  # type: ignore[arg-type]
-    async def mappings(event: dict[str, Any], **_: Any) -> None:
-        obj = event["object"]
-        sink.mapping_deleted(obj) if deleted(event) else sink.mapping_upserted(obj)
-
-    return registry
+    return [
+        Target("pods", PODS, sink.pod_upserted, sink.pod_deleted),
+        Target("nodes", NODES, *cluster_input(state.upsert_node, state.remove_node)),
+        Target("resourceslices", RESOURCE_SLICES, *cluster_input(state.upsert_slice, state.remove_slice)),
+        Target("deviceclasses", DEVICE_CLASSES, *cluster_input(state.upsert_class, state.remove_class)),
+        Target("resourceclaims", RESOURCE_CLAIMS, sink.claim_upserted, sink.claim_deleted),
+        # Without the CRD installed the informer waits for it; draxr schedules meanwhile from
+        # DeviceClass mappings alone.
+        Target("extendedresourcemappings", MAPPINGS, sink.mapping_upserted, sink.mapping_deleted, optional=True),
+    ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -64,6 +65,21 @@ CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrole
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
 
 _OBJECT = {200: "object", 201: "object", 202: "object"}
+_SERVER_RETRIES = 5  # as client-go: a 429, or a 5xx with Retry-After, was not processed; wait and resend
+_RETRY_AFTER_MAX = 10.0
+
+
+def server_wait(e: ApiException) -> float | None:
+    """How long the server asks us to wait before resending (429 or 5xx with Retry-After), or None."""
+    status = int(e.status or 0)
+    headers: Any = e.headers or {}
+    header = headers.get("Retry-After") if status == 429 or status >= 500 else None
+    if header is None:
+        return 1.0 if status == 429 else None
+    try:
+        return min(_RETRY_AFTER_MAX, max(0.0, float(header)))
+    except ValueError:
+        return 1.0
 
 
 class RateLimiter:
@@ -143,24 +159,50 @@ class Kube:
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
+        for attempt in range(_SERVER_RETRIES + 1):
+            if self.limiter is not None:
+                await self.limiter.acquire()
+            try:
+                data = await self.api.call_api(
+                    path,
+                    method,
+                    query_params=list((query or {}).items()),
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    response_types_map=_OBJECT,
+                    _return_http_data_only=True,
+                )
+            except ApiException as e:
+                wait = server_wait(e)
+                if wait is not None and attempt < _SERVER_RETRIES:
+                    log.info("api server asked to retry", verb=method, resource=path, status=e.status, wait=wait)
+                    await asyncio.sleep(wait)
+                    continue
+                if _refused(e):  # a missing permission: name the request, whoever handles the error
+                    log.warning(
+                        "api request refused", verb=method, resource=path, status=e.status, error=api_message(e)
+                    )
+                raise
+            return data if isinstance(data, dict) else {}
+        raise AssertionError("unreachable")
+
+    async def stream(
+        self, path: str, query: dict[str, Any] | None = None, timeout: aiohttp.ClientTimeout | None = None
+    ) -> aiohttp.ClientResponse:
+        """A streaming GET (a watch): the open response, whatever its status; close it (async with)."""
         if self.limiter is not None:
             await self.limiter.acquire()
-        try:
-            data = await self.api.call_api(
-                path,
-                method,
-                query_params=list((query or {}).items()),
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                response_types_map=_OBJECT,
-                _return_http_data_only=True,
-            )
-        except ApiException as e:
-            if _refused(e):  # a missing permission: name the request, whoever handles the error
-                log.warning("api request refused", verb=method, resource=path, status=e.status, error=api_message(e))
-            raise
-        return data if isinstance(data, dict) else {}
+        resp: aiohttp.ClientResponse = await self.api.call_api(
+            path,
+            "GET",
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return resp
 
     async def get(self, res: Resource, name: str, namespace: str | None = None, subresource: str | None = None) -> JSON:
         return await self.request("GET", res.path(namespace, name, subresource))

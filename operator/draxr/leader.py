@@ -68,6 +68,8 @@ class LeaderElector:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]  # a duty failed: that is no lost lease
 
     async def _acquire(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""structlog JSON logs for draxr and for kopf's stdlib logging (with kopf's object reference)."""
+"""structlog JSON logs for draxr and for the libraries' stdlib logging."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ def configure(level: str = "info", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            # kopf passes its whole settings object as an extra; keep only the object reference.
-            foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(allow=["k8s_ref"])],
+            foreign_pre_chain=shared,
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
@@ -36,8 +35,6 @@ def configure(level: str = "info", fmt: str = "json") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    # kopf logs every handled watch event at info; at thousands of pods that is noise.
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 def get(name: str) -> structlog.stdlib.BoundLogger:

@@ -19,6 +19,7 @@ from draxr.core.capacity import dra_capacity, summarize
 from draxr.core.mappings_crd import GROUP, PLURAL, VERSION, desired_status, parse_all, status_changed
 from draxr.core.state import ClusterState
 from draxr.kube import ApiException, Kube, Resource, api_message
+from draxr.loops import GuardedLoop
 
 log = logs.get("draxr.mapping_status")
 
@@ -65,17 +66,16 @@ class MappingStatusWriter:
         self._wake.set()
 
     async def run(self) -> None:
-        while True:
+        async def step() -> None:
             self._wake.clear()
-            try:
-                await self.write_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a failing pass must not end the leader's other loops
-                log.exception("writing mapping statuses failed")
+            await self.write_once()
+
+        async def pause() -> None:
             await asyncio.sleep(self.min_gap)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
+
+        await GuardedLoop("mapping-status").run(step, pause)
 
     async def write_once(self) -> int:
         """One pass; returns how many statuses were written."""

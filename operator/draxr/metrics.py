@@ -33,3 +33,32 @@ WEBHOOK_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1),
 )
 ADOPTED_PODS = Counter("draxr_adopted_pods_total", "Default-scheduler pods adopted (adoption mode)")
+
+# ---- reliability: loops, watches, the event loop ----------------------------------------------------
+LOOP_ERRORS = Counter(
+    "draxr_loop_errors_total", "Failed steps of long-running loops, by loop and error kind", ["loop", "kind"]
+)
+WATCH_RESTARTS = Counter(
+    "draxr_watch_restarts_total",
+    "Watch streams re-opened from the last resourceVersion, by watch and why",
+    ["watch", "reason"],
+)
+WATCH_RELISTS = Counter(
+    "draxr_watch_relists_total",
+    "Full re-lists of a watched kind (state reconciled), by watch and why",
+    ["watch", "reason"],
+)
+WATCH_EVENTS = Counter("draxr_watch_events_total", "Watch events applied, by watch and type", ["watch", "type"])
+WATCH_LAST_EVENT_AGE = Gauge(
+    "draxr_watch_last_event_age_seconds",
+    "Seconds since a watch last made progress (event, bookmark, list page)",
+    ["watch"],
+)
+EVENT_LOOP_LAG = Histogram(
+    "draxr_event_loop_lag_seconds",
+    "How late the main event loop ran a timer (time other work held the loop)",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+SCHEDULER_YIELDS = Counter(
+    "draxr_scheduler_yields_total", "Times the scheduling loop handed the event loop back after its time budget"
+)

@@ -44,6 +44,8 @@ class SchedulingQueue:
     _parked: dict[int, set[str]] = field(default_factory=dict)
 
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    waiting: bool = False  # pop() is waiting: nothing is ready
+    woke_at: float = 0.0  # when pop() last returned from waiting (the loop was handed back then)
 
     def _next_version(self) -> int:
         """Queue-wide, never reused: a pod removed and added again must not revive its old items."""
@@ -184,8 +186,13 @@ class SchedulingQueue:
             if uid is not None:
                 return uid
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=None if wait is None else max(wait, 0.01))
+            self.waiting = True
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=None if wait is None else max(wait, 0.01))
+            finally:
+                self.waiting = False
+                self.woke_at = time.monotonic()
 
 
 __all__ = ["SchedulingQueue"]

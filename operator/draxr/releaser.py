@@ -16,9 +16,9 @@ from draxr.core.claims import DELETE_PROTECTION_FINALIZER
 from draxr.core.gc import ClaimAction
 from draxr.core.state import ClusterState
 from draxr.kube import JSON_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
+from draxr.loops import Kind, classify, retry_conflicts
 
 log = logs.get("draxr.releaser")
-_CONFLICT_RETRIES = 5
 
 
 async def _current(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
@@ -33,10 +33,8 @@ async def _current(kube: Kube, namespace: str, name: str) -> dict[str, Any] | No
 async def clear_status(kube: Kube, claim: Mapping[str, Any]) -> dict[str, Any] | None:
     """Remove reservedFor and the allocation; returns the updated claim, None if it is gone."""
     meta = claim["metadata"]
-    current: Mapping[str, Any] | None = claim
-    for _ in range(_CONFLICT_RETRIES):
-        if current is None:
-            return None
+
+    async def write(current: Mapping[str, Any]) -> dict[str, Any] | None:
         status = dict(current.get("status") or {})
         if not status.get("allocation") and not status.get("reservedFor"):
             return dict(current)
@@ -49,10 +47,11 @@ async def clear_status(kube: Kube, claim: Mapping[str, Any]) -> dict[str, Any] |
         except ApiException as e:
             if e.status == 404:
                 return None
-            if e.status != 409:
-                raise
-        current = await _current(kube, meta["namespace"], meta["name"])
-    raise RuntimeError(f"claim {meta['namespace']}/{meta['name']} kept changing; giving up for now")
+            raise
+
+    return await retry_conflicts(
+        claim, write, lambda: _current(kube, meta["namespace"], meta["name"]), what=_what(meta)
+    )
 
 
 async def drop_finalizer_and_delete(kube: Kube, claim: Mapping[str, Any]) -> None:
@@ -60,13 +59,12 @@ async def drop_finalizer_and_delete(kube: Kube, claim: Mapping[str, Any]) -> Non
     and delete the claim, preconditioned on its uid."""
     meta = claim["metadata"]
     ns, name = meta["namespace"], meta["name"]
-    current: Mapping[str, Any] | None = claim
-    for _ in range(_CONFLICT_RETRIES):
-        if current is None:
-            return
+
+    async def unfinalize(current: Mapping[str, Any]) -> bool:
+        """True when the claim is still there (finalizer gone now or before)."""
         finalizers = list((current.get("metadata") or {}).get("finalizers") or ())
         if DELETE_PROTECTION_FINALIZER not in finalizers:
-            break
+            return True
         i = finalizers.index(DELETE_PROTECTION_FINALIZER)
         ops = [
             {"op": "test", "path": f"/metadata/finalizers/{i}", "value": DELETE_PROTECTION_FINALIZER},
@@ -74,13 +72,18 @@ async def drop_finalizer_and_delete(kube: Kube, claim: Mapping[str, Any]) -> Non
         ]
         try:
             await kube.patch(RESOURCE_CLAIMS, name, ops, ns, content_type=JSON_PATCH)
-            break
         except ApiException as e:
             if e.status == 404:
-                return
-            if e.status not in (409, 422):  # 422: the test op failed, someone changed the list
-                raise
-        current = await _current(kube, ns, name)
+                return False
+            raise
+        return True
+
+    # 422: the test op failed, someone changed the list; read it again like a conflict.
+    there = await retry_conflicts(
+        claim, unfinalize, lambda: _current(kube, ns, name), what=_what(meta), codes=frozenset({409, 422})
+    )
+    if not there:
+        return
     try:
         await kube.request(
             "DELETE",
@@ -90,6 +93,10 @@ async def drop_finalizer_and_delete(kube: Kube, claim: Mapping[str, Any]) -> Non
     except ApiException as e:
         if e.status not in (404, 409):  # gone, or a different claim now has that name
             raise
+
+
+def _what(meta: Mapping[str, Any]) -> str:
+    return f"claim {meta['namespace']}/{meta['name']}"
 
 
 class Releaser:
@@ -124,11 +131,13 @@ class Releaser:
                 why=action.reason,
             )
             return True
-        except (ApiException, RuntimeError) as e:
+        except Exception as e:  # API errors, dropped connections, timeouts: the next sweep retries
             code = str(getattr(e, "status", "") or "")
             metrics.API_ERRORS.labels(operation=f"claim-{kind}", code=code).inc()
-            error = api_message(e) if isinstance(e, ApiException) else str(e)
-            log.warning(f"claim {kind} failed, will retry", claim=action.key, error=error)
+            error = api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
+            log.warning(f"claim {kind} failed, will retry", claim=action.key, error=error, kind=classify(e).value)
+            if classify(e) is Kind.BUG:
+                raise  # not an API hiccup: let the loop's policy count and escalate it
             return False
         finally:
             self._busy.discard(action.key)

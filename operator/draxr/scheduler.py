@@ -18,6 +18,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube
+from draxr.loops import GuardedLoop
 from draxr.queue import SchedulingQueue
 from draxr.releaser import Releaser
 from draxr.settings import Settings
@@ -67,6 +68,7 @@ class Scheduler:
         self._start = 0
         self._adoption_scanned: ExtendedResourceMapping | None = None
         self._depth_published = 0.0
+        self.heartbeat = time.monotonic()  # the loop last took a pod (or started)
 
     def wants(self, pod: PodInfo) -> bool:
         adopt = self.state.mapping if self.settings.adopt_unschedulable else None
@@ -102,14 +104,36 @@ class Scheduler:
 
     # ---- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:
-        while True:
+        """Cycles back to back while pods are ready, but never holds the event loop for longer than
+        ``scheduler_turn_seconds``: the watches, the lease renewal and the health server share it.
+        (``pop`` returns without suspending while a pod is ready, so the loop must hand it back.)"""
+        guard = GuardedLoop("scheduling")
+        turn = self.heartbeat = time.monotonic()
+
+        async def step() -> None:
+            nonlocal turn
             uid = await self.queue.pop(lambda: self.state.generation)
+            now = self.heartbeat = time.monotonic()
+            turn = max(turn, self.queue.woke_at)
             self._publish_queue_depth()
             pod = self.state.pods.get(uid)
             if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)
-                continue
-            self.cycle(pod)
+            else:
+                self.cycle(pod)
+            if now - turn >= self.settings.scheduler_turn_seconds:
+                metrics.SCHEDULER_YIELDS.inc()
+                await asyncio.sleep(0)
+                turn = time.monotonic()
+
+        async def go_on() -> None:
+            pass
+
+        await guard.run(step, go_on)
+
+    def stalled_for(self) -> float:
+        """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one."""
+        return 0.0 if self.queue.waiting else time.monotonic() - self.heartbeat
 
     def cycle(self, pod: PodInfo) -> None:
         t0 = time.monotonic()

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
         10.0, gt=0, description="ExtendedResourceMapping status (conditions, capacity) refreshed at least this often"
     )
     metrics_port: int = Field(8080, ge=0, description="Prometheus /metrics (0: off)")
-    health_port: int = Field(8081, ge=0, description="kopf liveness /healthz (0: off)")
+    health_port: int = Field(8081, ge=0, description="/healthz (liveness) and /readyz (synced) (0: off)")
     bind_address: str = Field("0.0.0.0", description="address of the metrics and health servers")
     leader_elect: bool = Field(True, description="Lease-based leader election (off: this replica always leads)")
     leader_election_namespace: str = Field(
@@ -84,6 +84,27 @@ class Settings(BaseSettings):
         False,
         description="also schedule default-scheduler pods that kube-scheduler marked Unschedulable and that request "
         "a mapped extended resource (kube-scheduler without DRAExtendedResource: 1.34/1.35; refused on 1.36+)",
+    )
+    watch_timeout_seconds: int = Field(
+        300, gt=0, description="each watch request asks the server to end it after this long (then it resumes)"
+    )
+    watch_idle_seconds: float = Field(
+        90.0, gt=0, description="a watch stream silent this long (no event, no bookmark) is re-opened"
+    )
+    watch_deadline_seconds: float = Field(
+        180.0, gt=0, description="a watch without progress (event, bookmark, list page) this long fails liveness"
+    )
+    watch_streaming_list: bool = Field(
+        True, description="list through the watch (sendInitialEvents) where the server offers it; else in pages"
+    )
+    scheduling_stall_seconds: float = Field(
+        60.0, gt=0, description="liveness fails when pods are ready but the scheduling loop has not cycled this long"
+    )
+    scheduler_turn_seconds: float = Field(
+        0.05, gt=0, description="the scheduling loop hands the event loop back after cycling this long"
+    )
+    liveness_exit_seconds: float = Field(
+        10.0, ge=0, description="liveness failing this long ends the process (non-zero) so that it is restarted"
     )
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")

@@ -121,7 +121,8 @@ class WebhookServer:
     async def serve(self) -> None:
         reload = asyncio.create_task(self.certs.reload_loop(), name="webhook-cert-reload")
         started: concurrent.futures.Future[_Running] = concurrent.futures.Future()
-        thread = threading.Thread(target=self._thread_main, args=(started,), name="draxr-webhook", daemon=True)
+        ended: concurrent.futures.Future[None] = concurrent.futures.Future()
+        thread = threading.Thread(target=self._thread_main, args=(started, ended), name="draxr-webhook", daemon=True)
         running: _Running | None = None
         try:
             await self.certs.loaded.wait()
@@ -133,7 +134,9 @@ class WebhookServer:
                 loop.call_soon_threadsafe(load)
 
             self.certs.run_in_server = in_server_thread
-            await asyncio.Event().wait()
+            # The server thread or the certificate reload ending on its own is a failure: no silent death.
+            await asyncio.wait([asyncio.wrap_future(ended), reload], return_when=asyncio.FIRST_COMPLETED)
+            raise RuntimeError("admission webhook server stopped on its own")
         finally:
             reload.cancel()
             self.certs.run_in_server = lambda load: load()
@@ -142,7 +145,9 @@ class WebhookServer:
             if thread.is_alive():
                 await asyncio.to_thread(thread.join, 10)
 
-    def _thread_main(self, started: concurrent.futures.Future[_Running]) -> None:
+    def _thread_main(
+        self, started: concurrent.futures.Future[_Running], ended: concurrent.futures.Future[None]
+    ) -> None:
         async def main() -> None:
             s = self.settings
             runner = web.AppRunner(application(self.mapping, s.scheduler_name), access_log=None)
@@ -161,4 +166,9 @@ class WebhookServer:
             finally:
                 await runner.cleanup()
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        finally:
+            if not started.done():
+                started.set_exception(RuntimeError("admission webhook server thread ended before it served"))
+            ended.set_result(None)

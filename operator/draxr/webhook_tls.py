@@ -15,7 +15,8 @@ from typing import Any
 
 from draxr import logs
 from draxr.core import certs
-from draxr.kube import JSON_PATCH, ApiException, Kube, Resource, api_message
+from draxr.kube import JSON_PATCH, ApiException, Kube, Resource
+from draxr.loops import GuardedLoop, sleeper
 from draxr.settings import Settings
 
 log = logs.get("draxr.webhook")
@@ -75,12 +76,8 @@ class CertKeeper:
             self._load(base64.b64decode(data[certs.TLS_CRT]), base64.b64decode(data[certs.TLS_KEY]))
 
     async def reload_loop(self) -> None:
-        while True:
-            try:
-                await self.reload_once()
-            except (ApiException, OSError, ssl.SSLError, ValueError) as e:
-                log.warning("webhook certificate reload failed", error=_message(e))
-            await asyncio.sleep(self.settings.webhook_cert_check_seconds)
+        pause = sleeper(lambda: self.settings.webhook_cert_check_seconds)
+        await GuardedLoop("webhook-cert-reload").run(self.reload_once, pause)
 
     # ---- the leader ------------------------------------------------------------------------------------
     async def ensure_once(self) -> None:
@@ -115,12 +112,8 @@ class CertKeeper:
         self._load(pki.tls_crt, pki.tls_key)
 
     async def ensure_loop(self) -> None:
-        while True:
-            try:
-                await self.ensure_once()
-            except (ApiException, OSError, ssl.SSLError) as e:
-                log.warning("webhook certificate upkeep failed, retrying", error=_message(e))
-            await asyncio.sleep(self.settings.webhook_cert_check_seconds)
+        pause = sleeper(lambda: self.settings.webhook_cert_check_seconds)
+        await GuardedLoop("webhook-cert-upkeep").run(self.ensure_once, pause)
 
     async def _write(self, pki: certs.Pki, secret: dict[str, Any] | None) -> None:
         s = self.settings
@@ -187,7 +180,3 @@ def _load_chain(context: ssl.SSLContext, tls_crt: bytes, tls_key: bytes) -> None
 def _unless_in(ca_crt: bytes, pki: certs.Pki) -> bytes:
     """The CA in use now, if the planned PKI does not already trust it."""
     return b"" if ca_crt in (pki.ca_crt, pki.previous_ca_crt) else ca_crt
-
-
-def _message(e: Exception) -> str:
-    return api_message(e) if isinstance(e, ApiException) else str(e)

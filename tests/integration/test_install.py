@@ -48,7 +48,7 @@ NAMESPACE = "draxr-system"
 SERVICE_ACCOUNT = "draxr"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
-# What a permission problem looks like in the operator's log (ours, the API's, kopf's).
+# What a permission problem looks like in the operator's log (ours and the API's).
 REFUSALS = ("forbidden", "api request refused", "not enough permissions", "(403)", '"status": 403')
 
 
@@ -254,7 +254,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}} in (
@@ -352,8 +352,10 @@ async def test_operator_schedules_and_releases_with_its_service_account(
         assert p3["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
 
         # The probes' endpoint and the metrics answer.
-        status, _ = await asyncio.to_thread(_http_get, draxr.health_port, "/healthz")
+        status, body = await asyncio.to_thread(_http_get, draxr.health_port, "/healthz")
         assert status == 200
+        assert body.startswith("ok (event loop lag ")
+        assert await asyncio.to_thread(_http_get, draxr.health_port, "/readyz") == (200, "ok\n")
         _, metrics = await asyncio.to_thread(_http_get, draxr.metrics_port, "/metrics")
         assert 'draxr_schedule_attempts_total{result="scheduled"} 2.0' in metrics
         assert 'draxr_resourceclaims_released_total{reason="release"} 1.0' in metrics

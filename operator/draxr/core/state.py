@@ -369,7 +369,7 @@ class ClusterState:
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         old = self.nodes.get((node.get("metadata") or {}).get("name", ""))
         if old is not None and _same_version(node, old.raw):
-            return  # delivered again (kopf lists everything the initial sync did): nothing changed
+            return  # delivered again (a re-list): nothing changed
         info = NodeInfo.from_api(node)
         self.nodes[info.name] = info
         self.usage.setdefault(info.name, NodeUsage())

@@ -304,7 +304,7 @@ class ControlPlane:
             return None
 
     def _write_kubeconfig(self, client: str) -> None:
-        # JSON is valid YAML; kubectl, kopf and kubernetes-asyncio all read it.
+        # JSON is valid YAML; kubectl and kubernetes-asyncio both read it.
         config = {
             "apiVersion": "v1",
             "kind": "Config",
