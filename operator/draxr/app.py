@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ class Operator(Sink):
         )
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
+        self.release_plan = gc.ReleasePlan(settings.release_policy)
         self.certs = CertKeeper(kube, settings) if settings.webhook_port else None
         self.webhook = (
             WebhookServer(self.certs, settings, lambda: self.state.mapping if self.synced.is_set() else None)
@@ -173,10 +175,11 @@ class Operator(Sink):
 
     async def release_loop(self) -> None:
         while True:
+            wait = self.release_plan.wait_seconds(time.monotonic(), self.settings.release_sweep_seconds)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release_wake.wait(), self.settings.release_sweep_seconds)
+                await asyncio.wait_for(self._release_wake.wait(), wait)
             self._release_wake.clear()
-            await self.releaser.run_all(gc.claims_to_release(self.state), "release")
+            await self.releaser.run_all(self.release_plan.due(self.state, time.monotonic()), "release")
             await self.roll_back_stale_claims()
 
     # ---- run ----------------------------------------------------------------------------------------
