@@ -17,7 +17,6 @@ from prometheus_client import start_http_server
 from draxr import logs
 from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
-from draxr.core.steering import DEFAULT_SCHEDULER
 from draxr.events import Recorder
 from draxr.handlers import targets
 from draxr.health import Health, supervise
@@ -67,6 +66,7 @@ class Operator:  # implements handlers.Sink
         )
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
+        self.release_plan = gc.ReleasePlan(settings.release_policy)
         self.leading = False
         # Watches hold their connections for minutes: their own client, so that they never take
         # the slots of the binding writes.
@@ -165,21 +165,21 @@ class Operator:  # implements handlers.Sink
         self.synced.set()
 
     async def roll_back_stale_claims(self) -> int:
-        names = {self.settings.scheduler_name}
-        if self.settings.adopt_unschedulable:
-            names.add(DEFAULT_SCHEDULER)
+        names = gc.own_schedulers(self.settings.scheduler_name, self.settings.adopt_unschedulable)
         actions = gc.claims_to_roll_back(self.state, names, self.scheduler.queue.in_flight())
         return await self.releaser.run_all(actions, "rollback")
 
     async def release_loop(self) -> None:
         async def step() -> None:
             self._release_wake.clear()
-            await self.releaser.run_all(gc.claims_to_release(self.state), "release")
+            await self.releaser.run_all(self.release_plan.due(self.state, time.monotonic()), "release")
             await self.roll_back_stale_claims()
 
         async def pause() -> None:
+            # (sooner when a foreign claim's grace ends: kube-controller-manager had its chance)
+            wait = self.release_plan.wait_seconds(time.monotonic(), self.settings.release_sweep_seconds)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release_wake.wait(), self.settings.release_sweep_seconds)
+                await asyncio.wait_for(self._release_wake.wait(), wait)
 
         await pause()
         await GuardedLoop("claim-release").run(step, pause)

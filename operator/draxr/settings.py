@@ -7,6 +7,7 @@ import os
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from draxr.core.gc import ForeignClaims, ReleasePolicy
 from draxr.core.placement import Scoring
 
 
@@ -31,6 +32,16 @@ class Settings(BaseSettings):
     backoff_max_seconds: float = Field(60.0, gt=0)
     unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")
     release_sweep_seconds: float = Field(30.0, gt=0, description="periodic sweep for claims to release")
+    release_foreign_claims: ForeignClaims = Field(
+        ForeignClaims.AUTO,
+        description="the special claims of pods draxr did not schedule (kube-scheduler's), which "
+        "kube-controller-manager releases from 1.35 on: auto: release those still held after "
+        "--release-foreign-grace-seconds; always: at once (no controller releases them: 1.34, or KCM "
+        "without its resourceclaim controller); never: leave them to kube-controller-manager",
+    )
+    release_foreign_grace_seconds: float = Field(
+        30.0, ge=0, description="auto: how long the claim of a finished or deleted foreign pod is left to KCM"
+    )
     mapping_status_seconds: float = Field(
         10.0, gt=0, description="ExtendedResourceMapping status (conditions, capacity) refreshed at least this often"
     )
@@ -115,6 +126,14 @@ class Settings(BaseSettings):
         svc = f"{self.webhook_service_name}.{self.webhook_namespace}"
         extra = [h.strip() for h in self.webhook_extra_hosts.split(",") if h.strip()]
         return [f"{svc}.svc", f"{svc}.svc.cluster.local", svc, *extra]
+
+    @property
+    def release_policy(self) -> ReleasePolicy:
+        """Whose claims are released at once, and how long the others wait (see core.gc)."""
+        s = self
+        return ReleasePolicy.of(
+            s.scheduler_name, s.adopt_unschedulable, s.release_foreign_claims, s.release_foreign_grace_seconds
+        )
 
     @field_validator("device_scoring", mode="before")
     @classmethod

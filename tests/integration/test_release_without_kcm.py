@@ -1,15 +1,20 @@
-"""Claim release (kubernetes#134311) when kube-controller-manager's resourceclaim controller is off:
-draxr alone frees the devices. (With the controller on, the session cluster covers it.)"""
+"""Claim release (kubernetes#134311) with and without kube-controller-manager's resourceclaim
+controller. Without it (``bare``: a second control plane), draxr alone frees the devices: its own
+pods' claims at once, kube-scheduler's after the grace period. With it (the session cluster), draxr
+releases only its own and leaves kube-scheduler's to the controller."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from prometheus_client import REGISTRY
 
 from draxr.app import Operator
+from draxr.core.gc import ClaimAction
+from draxr.core.state import ClusterState
 from draxr.devcluster import fakedriver
 from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
@@ -20,11 +25,14 @@ from .embedded import embedded_operator
 from .test_platform import eventually, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
+KUBE_SCHEDULER = "default-scheduler"
+GRACE = 2.0  # the bare cluster's --release-foreign-grace-seconds
 
 
 @pytest.fixture(scope="module")
 def bare_cluster() -> Iterator[ControlPlane]:
-    with extra_control_plane("noclaimctl", Options(kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER)) as cp:
+    options = Options(scheduler=True, kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER)
+    with extra_control_plane("noclaimctl", options) as cp:
         yield cp
 
 
@@ -36,6 +44,7 @@ async def bare(bare_cluster: ControlPlane) -> AsyncIterator[tuple[Kube, Operator
         health_port=0,
         backoff_initial_seconds=0.2,
         release_sweep_seconds=5,
+        release_foreign_grace_seconds=GRACE,
         log_format="console",
     )
     async with embedded_operator(settings) as running:
@@ -52,46 +61,136 @@ def _errors(operation: str) -> float:
     return total
 
 
-async def _run_to_completion(kube: Kube, namespace: str, scheduler: str = "draxr") -> tuple[str, list[str]]:
-    """A pod that holds two devices for 2 s; returns its claim name and the claims left afterwards."""
+@contextlib.asynccontextmanager
+async def _gpus(kube: Kube, namespace: str, devices: int = 2) -> AsyncIterator[str]:
+    """One DRA node with ``devices`` fake GPUs for the test; yields their extended resource name."""
     fleet = fakedriver.Fleet(
         prefix=namespace,
         dra_nodes=1,
-        devices_per_node=2,
+        devices_per_node=devices,
         driver=f"{namespace}.example.com",
         classes={f"{namespace}-gpu": f"{namespace}.example.com/gpu"},
     )
     async with fakedriver.deployed(kube, fleet):
-        body = pod(
-            "job", {f"{namespace}.example.com/gpu": "2"}, scheduler=scheduler, annotations={RUN_FOR_ANNOTATION: "2s"}
-        )
-        await kube.create(PODS, body, namespace)
+        yield f"{namespace}.example.com/gpu"
 
-        async def claim_name() -> str | None:
-            p = await kube.get(PODS, "job", namespace)
-            return (p.get("status", {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
 
-        name = await eventually(claim_name)
+async def _start(kube: Kube, namespace: str, name: str, resource: str, count: int, scheduler: str) -> str:
+    """A pod that holds ``count`` devices for 2 s; returns its claim's name once it has one."""
+    body = pod(name, {resource: str(count)}, scheduler=scheduler, annotations={RUN_FOR_ANNOTATION: "2s"})
+    await kube.create(PODS, body, namespace)
 
-        async def finished_and_released() -> bool:
-            p = await kube.get(PODS, "job", namespace)
-            left = [c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)]
-            return p["status"].get("phase") == "Succeeded" and name not in left
+    async def claim_name() -> str | None:
+        p = await kube.get(PODS, name, namespace)
+        return (p.get("status", {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
 
-        await eventually(finished_and_released, timeout=60)
+    return str(await eventually(claim_name))
+
+
+async def _finished_and_released(kube: Kube, namespace: str, name: str, claim: str) -> None:
+    """The pod Succeeded and its claim is gone, while the pod object is still there: the claim went
+    because of the release, not because the garbage collector followed a deleted pod."""
+
+    async def done() -> bool:
+        p = await kube.get(PODS, name, namespace)
+        left = [c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)]
+        return p["status"].get("phase") == "Succeeded" and claim not in left
+
+    await eventually(done, timeout=60)
+    assert (await kube.get(PODS, name, namespace))["status"]["phase"] == "Succeeded"
+
+
+async def _run_to_completion(kube: Kube, namespace: str, scheduler: str = "draxr") -> tuple[str, list[str]]:
+    """A pod that holds two devices for 2 s; returns its claim name and the claims left afterwards."""
+    async with _gpus(kube, namespace) as resource:
+        name = await _start(kube, namespace, "job", resource, 2, scheduler)
+        await _finished_and_released(kube, namespace, "job", name)
         return name, [c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)]
 
 
+def _record(op: Operator, monkeypatch: pytest.MonkeyPatch) -> list[ClaimAction]:
+    """Every release the operator's plan hands to its releaser from now until the test ends."""
+    plan = op.release_plan
+    due, seen = plan.due, list[ClaimAction]()
+
+    def recording(state: ClusterState, now: float) -> list[ClaimAction]:
+        actions = due(state, now)
+        seen.extend(actions)
+        return actions
+
+    monkeypatch.setattr(plan, "due", recording)
+    return seen
+
+
+def _first(actions: list[ClaimAction], claim: str) -> ClaimAction | None:
+    return next((a for a in actions if a.name == claim), None)
+
+
+# ---- without the resourceclaim controller ---------------------------------------------------------
+
+
 async def test_draxr_releases_claims_without_the_kcm_controller(
-    bare: tuple[Kube, Operator], bare_cluster: ControlPlane, names: str
+    bare: tuple[Kube, Operator], bare_cluster: ControlPlane, names: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kube, _ = bare
+    kube, op = bare
+    handed_out = _record(op, monkeypatch)
     assert "Starting resource claim controller" not in bare_cluster.log_path("kube-controller-manager").read_text()
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
-    _, left = await _run_to_completion(kube, names)
+    claim, left = await _run_to_completion(kube, names)
     assert left == []
-    # The pod object is still there (Succeeded): nothing but draxr released the claim.
-    assert (await kube.get(PODS, "job", names))["status"]["phase"] == "Succeeded"
+    # draxr's own pod: handed out as soon as the pod finished, without waiting for anyone.
+    first = _first(handed_out, claim)
+    assert first is not None
+    assert (first.foreign, first.reason) == (False, "pod Succeeded")
+
+
+async def test_draxr_releases_kube_schedulers_claims_after_the_grace_period(
+    bare: tuple[Kube, Operator], names: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler wrote this claim and nobody else releases it: draxr does, once the grace
+    period in which a resourceclaim controller would have done it has passed."""
+    kube, op = bare
+    handed_out = _record(op, monkeypatch)
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
+    async with _gpus(kube, names) as resource:
+        claim = await _start(kube, names, "ks", resource, 2, KUBE_SCHEDULER)
+        await _finished_and_released(kube, names, "ks", claim)
+    first = _first(handed_out, claim)
+    assert first is not None
+    assert first.foreign
+    assert first.reason == f"pod Succeeded; not released by KCM within {GRACE:g}s"
+
+
+# ---- with the resourceclaim controller (the session cluster) ----------------------------------------
+
+
+def _kcm_failures(cp: ControlPlane, claim: str) -> list[str]:
+    """kube-controller-manager's failed work items that name the claim (a race lost to someone
+    deleting the claim first shows up as "Work item failed ... delete unused generated claim ...")."""
+    lines = cp.log_path("kube-controller-manager").read_text(errors="replace").splitlines()
+    return [line for line in lines if "Work item failed" in line and claim in line]
+
+
+async def test_kcm_releases_kube_schedulers_claims_and_draxr_leaves_them(
+    kube: Kube,
+    operator: Operator,
+    control_plane: ControlPlane,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handed_out = _record(operator, monkeypatch)
+    assert "Starting resource claim controller" in control_plane.log_path("kube-controller-manager").read_text()
+    async with _gpus(kube, namespace, devices=2) as resource:
+        ks = await _start(kube, namespace, "ks", resource, 1, KUBE_SCHEDULER)
+        own = await _start(kube, namespace, "own", resource, 1, "draxr")
+        await _finished_and_released(kube, namespace, "ks", ks)
+        await _finished_and_released(kube, namespace, "own", own)
+    # kube-scheduler's pod: released by the resourceclaim controller alone, which met no competition.
+    assert _first(handed_out, ks) is None
+    assert _kcm_failures(control_plane, ks) == []
+    # draxr's own pod: released at once (by draxr or by the controller, whichever came first).
+    first = _first(handed_out, own)
+    assert first is None or not first.foreign
 
 
 async def test_release_races_the_kcm_controller_without_errors(kube: Kube, operator: Operator, namespace: str) -> None:

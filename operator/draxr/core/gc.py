@@ -1,7 +1,12 @@
 """Which special claims to release or roll back (pure decisions; the shell does the writes).
 
 * Release (kubernetes#134311): the pod holding the claim finished (Succeeded/Failed) or is gone.
-  Devices must come back at once, not when someone deletes the pod.
+  Devices must come back at once, not when someone deletes the pod. kube-controller-manager's
+  resourceclaim controller does the same for every pod from 1.35 on (#134312), unless it runs
+  without that controller. draxr releases its own pods' claims at once (it schedules the next pod
+  on those devices) and, by default, the claims of other schedulers' pods only when they are still
+  held after a grace period: a working controller has released them by then (within a second), so
+  draxr does not race it, and where none runs they still come back (``ReleasePlan``).
 * Roll back: a special claim of an unbound pod that no binding of ours is writing: a crashed or
   failed binding left it. Upstream never reuses such a claim; neither do we.
 """
@@ -10,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from draxr.core.state import ClaimInfo, ClusterState
+from draxr.core.steering import DEFAULT_SCHEDULER
 
 
 @dataclass(frozen=True)
@@ -23,13 +30,23 @@ class ClaimAction:
     pod_uid: str
     reason: str
     confirm_pod_gone: bool = False  # the pod is unknown here: check with the API before acting
+    foreign: bool = False  # release: the pod is not (known to be) one draxr scheduled
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
 
-def claims_to_release(state: ClusterState) -> list[ClaimAction]:
+def own_schedulers(scheduler_name: str, adopt: bool) -> frozenset[str]:
+    """The schedulerNames of the pods whose claims draxr writes: its own, plus the default
+    scheduler's in adoption mode (1.34/1.35, where kube-scheduler writes no special claims)."""
+    return frozenset({scheduler_name, DEFAULT_SCHEDULER} if adopt else {scheduler_name})
+
+
+def claims_to_release(state: ClusterState, own: AbstractSet[str]) -> list[ClaimAction]:
+    """Special claims whose pod finished or is gone. ``foreign`` unless the pod (or, once deleted,
+    its tombstone in the state) names one of the ``own`` schedulers: a claim whose pod was never
+    seen counts as foreign, so it waits for kube-controller-manager first."""
     actions: list[ClaimAction] = []
     for key, claim in sorted(state.claims.items()):
         owner = claim.owner
@@ -39,10 +56,64 @@ def claims_to_release(state: ClusterState) -> list[ClaimAction]:
         ns, name = key.split("/", 1)
         pod = state.pods.get(pod_uid)
         if pod is None:
-            actions.append(ClaimAction(ns, name, pod_name, pod_uid, "pod deleted", confirm_pod_gone=True))
+            foreign = state.gone_pod_schedulers.get(pod_uid) not in own
+            actions.append(ClaimAction(ns, name, pod_name, pod_uid, "pod deleted", True, foreign))
         elif pod.terminal:
-            actions.append(ClaimAction(ns, name, pod_name, pod_uid, f"pod {pod.phase}"))
+            foreign = pod.scheduler_name not in own
+            actions.append(ClaimAction(ns, name, pod_name, pod_uid, f"pod {pod.phase}", False, foreign))
     return actions
+
+
+class ForeignClaims(StrEnum):
+    """Who releases the special claims of pods draxr did not schedule (kube-scheduler's)."""
+
+    AUTO = "auto"  # draxr, if still held after the grace period: correct with or without KCM's release
+    ALWAYS = "always"  # draxr, at once: no kube-controller-manager releases them (1.34, controller off)
+    NEVER = "never"  # kube-controller-manager only (1.35+ with its resourceclaim controller)
+
+
+@dataclass(frozen=True)
+class ReleasePolicy:
+    own: frozenset[str]  # schedulerNames of draxr's pods: their claims are released at once
+    foreign_delay: float | None  # seconds a foreign claim waits for kube-controller-manager; None: forever
+
+    @classmethod
+    def of(cls, scheduler_name: str, adopt: bool, foreign: ForeignClaims, grace_seconds: float) -> ReleasePolicy:
+        delay = {ForeignClaims.AUTO: max(grace_seconds, 0.0), ForeignClaims.ALWAYS: 0.0, ForeignClaims.NEVER: None}
+        return cls(own_schedulers(scheduler_name, adopt), delay[foreign])
+
+
+class ReleasePlan:
+    """``claims_to_release`` gated by the policy: own claims are due at once, a foreign one once it
+    has been proposed for ``foreign_delay`` seconds (counted from the first sweep that proposed it,
+    i.e. from when draxr saw its pod finish or go). The clock is the caller's (monotonic seconds)."""
+
+    def __init__(self, policy: ReleasePolicy) -> None:
+        self.policy = policy
+        self._since: dict[str, float] = {}  # foreign claim key -> first proposed
+        self.held_back: dict[str, float] = {}  # of those, not due at the last sweep: key -> when due
+
+    def due(self, state: ClusterState, now: float) -> list[ClaimAction]:
+        delay = self.policy.foreign_delay
+        actions = claims_to_release(state, self.policy.own)
+        self._since = {a.key: self._since.get(a.key, now) for a in actions if a.foreign}
+        self.held_back = {}
+        due: list[ClaimAction] = []
+        for a in actions:
+            if not a.foreign or delay == 0:
+                due.append(a)
+            elif delay is None:
+                continue
+            elif now - self._since[a.key] >= delay:
+                due.append(replace(a, reason=f"{a.reason}; not released by KCM within {delay:g}s"))
+            else:
+                self.held_back[a.key] = self._since[a.key] + delay
+        return due
+
+    def wait_seconds(self, now: float, sweep_seconds: float) -> float:
+        """How long the shell may sleep before the next sweep: the periodic sweep, or less when a
+        held-back claim falls due sooner. Claims handed out are retried at the sweep's pace."""
+        return min([sweep_seconds, *(max(t - now, 0.0) for t in self.held_back.values())])
 
 
 def claims_to_roll_back(

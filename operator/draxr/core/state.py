@@ -354,6 +354,9 @@ class ClusterState:
         self.tracker = AllocationTracker()
         self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
         self.special_claims: dict[str, set[str]] = {}  # pod uid -> claim keys
+        # pod uid -> schedulerName of a removed pod whose special claims are still here (who
+        # releases them, see gc.claims_to_release); dropped with its last claim.
+        self.gone_pod_schedulers: dict[str, str] = {}
         self.classes: dict[str, Mapping[str, Any]] = {}
         self._slice_versions: dict[str, str | None] = {}  # slice name -> resourceVersion in the inventory
         self.overrides: tuple[OverrideMapping, ...] = ()
@@ -412,6 +415,8 @@ class ClusterState:
         self.assumed_nodes.pop(uid, None)
         if info is not None:
             self.generation += 1
+            if uid in self.special_claims:
+                self.gone_pod_schedulers[uid] = info.scheduler_name
         return info
 
     def _account(self, pod: PodInfo | None, sign: int) -> None:
@@ -505,6 +510,7 @@ class ClusterState:
                 keys.discard(key)
                 if not keys:
                     self.special_claims.pop(claim.owner[1], None)
+                    self.gone_pod_schedulers.pop(claim.owner[1], None)
             self.generation += 1
 
     def special_claims_of(self, pod_uid: str) -> list[ClaimInfo]:
