@@ -24,6 +24,10 @@ class Pki:
         return self.dir / "ca.crt"
 
     @property
+    def ca_key(self) -> Path:
+        return self.dir / "ca.key"
+
+    @property
     def apiserver_crt(self) -> Path:
         return self.dir / "apiserver.crt"
 
@@ -81,6 +85,51 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurve
     )
 
 
+_SERVING_HOSTS = ("localhost", "127.0.0.1")
+
+
+def _san(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    out: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            out.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            out.append(x509.DNSName(host))
+    return out
+
+
+def _leaf(
+    directory: Path,
+    stem: str,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    san: list[x509.GeneralName],
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+) -> tuple[Path, Path]:
+    """Write ``<stem>.crt`` and ``<stem>.key`` into ``directory``, signed by the CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = _builder(subject, ca_name, key.public_key()).add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if san:
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+    crt, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
+    _write_key(key_path, key)
+    _write_cert(crt, builder.sign(ca_key, hashes.SHA256()))
+    return crt, key_path
+
+
+def issue_serving_cert(
+    pki: Pki, into: Path, stem: str, cn: str, hosts: tuple[str, ...] = _SERVING_HOSTS
+) -> tuple[Path, Path]:
+    """Another serving certificate from the control plane's CA (a test proxy in front of the API
+    server), so that clients trusting ``ca.crt`` accept it. Returns (cert, key) paths in ``into``."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"unexpected CA key type {type(ca_key).__name__}")
+    ca_name = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes()).subject
+    return _leaf(into, stem, _name(cn), ExtendedKeyUsageOID.SERVER_AUTH, _san(hosts), ca_key, ca_name)
+
+
 def make_pki(directory: Path, clients: dict[str, tuple[str, str | None]]) -> Pki:
     """Write a CA, an apiserver serving cert for 127.0.0.1/localhost, the SA key pair and one client
     cert per entry of ``clients`` (file stem -> (common name, organization))."""
@@ -108,32 +157,15 @@ def make_pki(directory: Path, clients: dict[str, tuple[str, str | None]]) -> Pki
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write_key(directory / "ca.key", ca_key)
+    _write_key(pki.ca_key, ca_key)
     _write_cert(pki.ca_crt, ca_cert)
 
-    def leaf(stem: str, subject: x509.Name, usage: x509.ObjectIdentifier, san: list[x509.GeneralName]) -> None:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = _builder(subject, ca_name, key.public_key()).add_extension(
-            x509.ExtendedKeyUsage([usage]), critical=False
-        )
-        if san:
-            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        _write_key(directory / f"{stem}.key", key)
-        _write_cert(directory / f"{stem}.crt", builder.sign(ca_key, hashes.SHA256()))
-
-    leaf(
-        "apiserver",
-        _name("kube-apiserver"),
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [
-            x509.DNSName("localhost"),
-            x509.DNSName("kubernetes"),
-            x509.DNSName("kubernetes.default.svc"),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        ],
+    hosts = ("localhost", "kubernetes", "kubernetes.default.svc", "127.0.0.1")
+    _leaf(
+        directory, "apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, _san(hosts), ca_key, ca_name
     )
     for stem, (cn, org) in clients.items():
-        leaf(stem, _name(cn, org), ExtendedKeyUsageOID.CLIENT_AUTH, [])
+        _leaf(directory, stem, _name(cn, org), ExtendedKeyUsageOID.CLIENT_AUTH, [], ca_key, ca_name)
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_key(pki.sa_key, sa_key)
