@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from draxr import logs
+from draxr import logs, metrics
 from draxr.core.claims import micro_time
 from draxr.kube import ApiException, Kube, Resource, api_message
+from draxr.loops import GuardedLoop, classify
 
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
 log = logs.get("draxr.leader")
@@ -52,6 +53,8 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self.is_leader = False
+        # Fixed retry period as client-go's; the guard counts, logs and escalates repeated bugs.
+        self._guard = GuardedLoop("leader-election")
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Wait to become leader, run ``lead()`` while leading; return when leadership is lost (the
@@ -75,9 +78,10 @@ class LeaderElector:
         while True:
             try:
                 if await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline):
+                    self._guard.succeeded()
                     return
-            except Exception as e:  # any failure: not acquired, try again
-                log.warning("lease acquisition failed, retrying", error=_why(e))
+            except Exception as e:  # any failure: not acquired, try again (a bug repeated ends the process)
+                self._guard.failed(e, lease=f"{self.namespace}/{self.name}", step="acquire")
             await asyncio.sleep(self.retry_period)
 
     async def release(self) -> None:
@@ -97,6 +101,7 @@ class LeaderElector:
                 ok = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.retry_period)
             except Exception as e:  # any failure (API error, network, closed client): not renewed
                 log.warning("lease renewal failed", error=_why(e))
+                metrics.LOOP_ERRORS.labels(loop="leader-election", kind=classify(e).value).inc()
                 ok = False
             now = time.monotonic()
             if ok:

@@ -18,7 +18,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube
-from draxr.loops import GuardedLoop
+from draxr.loops import GuardedLoop, classify
 from draxr.queue import SchedulingQueue
 from draxr.releaser import Releaser
 from draxr.settings import Settings
@@ -228,7 +228,17 @@ class Scheduler:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A write task that failed is logged and counted, never dropped in silence (the pod it
+        was for is back in the queue already, or bound)."""
+        self._tasks.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is None:
+            return
+        metrics.LOOP_ERRORS.labels(loop="scheduler-writes", kind=classify(error).value).inc()
+        log.error("scheduler write task failed", task=getattr(task.get_coro(), "__qualname__", "?"), error=repr(error))
 
     def _publish_queue_depth(self) -> None:
         """At most once a second: counting is O(pending), popping is not."""
