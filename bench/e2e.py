@@ -662,7 +662,7 @@ async def restart(args: argparse.Namespace, draxr: Draxr, fig: JSONish) -> JSONi
     before = proc_figures(draxr.pid)
     draxr.stop()
     timings = await draxr.start()
-    await asyncio.sleep(args.settle)  # kopf's watches list everything again
+    await asyncio.sleep(args.settle)  # memory after the watches have settled
     after = proc_figures(draxr.pid)
     out = {"pods_bound": fig["bound"], "before_restart": before, "restart": timings, "after_restart": after}
     log(f"  restart: {out}")

@@ -5,11 +5,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
-DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
-export DRAXR_BIN_DIR
-# Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
-K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
-echo "[test] control-plane binaries: $DRAXR_BIN_DIR" >&2
+# Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
+# clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
+# elsewhere) counts as needing the control plane; no argument at all means the whole suite.
+needs_cp=1 needs_135=1
+if [ $# -gt 0 ]; then
+  needs_cp=0 needs_135=0
+  for arg in "$@"; do
+    case "$arg" in
+      -*|tests/unit|tests/unit/*) ;;
+      *) needs_cp=1 ;;
+    esac
+    case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
+  done
+fi
+if [ "$needs_cp" = 1 ]; then
+  DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
+  export DRAXR_BIN_DIR
+  echo "[test] control-plane binaries: $DRAXR_BIN_DIR" >&2
+fi
+if [ "$needs_135" = 1 ]; then
+  # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
+  K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
+fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e

@@ -36,7 +36,9 @@ from draxr.loops import Backoff, GuardedLoop
 log = logs.get("draxr.watch")
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-_YIELD_AFTER = 0.01  # seconds of event processing before the informer hands the event loop back
+# Seconds of event processing before an informer hands the event loop back: as long as the
+# scheduling loop's turn, so that under load the view of the cluster keeps up with the decisions.
+_YIELD_AFTER = 0.05
 
 
 class Expired(Exception):
@@ -292,7 +294,11 @@ class Informer:
     # ---- dispatch -----------------------------------------------------------------------------------
     def _upsert(self, obj: JSON) -> str:
         key = _key(obj)
-        self.known[key] = str((obj.get("metadata") or {}).get("uid") or "")
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        old = self.known.get(key)
+        if old is not None and old != uid:  # deleted and created again with the same name in a gap
+            self._dispatch(self.target.delete, _stub(key, old), "replaced-in-gap")
+        self.known[key] = uid
         self._dispatch(self.target.upsert, obj, "upsert")
         return key
 

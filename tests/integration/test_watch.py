@@ -82,6 +82,9 @@ async def test_lists_watches_and_a_relist_reconciles_what_was_deleted_in_the_gap
     # A gap: nothing watches while "b" is deleted and "d" created; then, as after a 410, a fresh list.
     await kube.delete(CONFIG_MAPS, "b", namespace)
     await kube.create(CONFIG_MAPS, config_map("d"), namespace)
+    old_c = rec.objects["c"]["metadata"]["uid"]
+    await kube.delete(CONFIG_MAPS, "c", namespace)  # and "c" is deleted and made again: a new uid
+    new_c = (await kube.create(CONFIG_MAPS, config_map("c", "new"), namespace))["metadata"]["uid"]
     inf.resource_version = None
     relisted = _relists(watch_name, "initial")
     async with running(inf):
@@ -92,13 +95,17 @@ async def test_lists_watches_and_a_relist_reconciles_what_was_deleted_in_the_gap
         assert await eventually(reconciled, timeout=30)
         assert "b" not in rec.objects
         assert "b" not in {k.split("/")[1] for k in inf.known}
-        gone = [d["metadata"] for d in rec.deleted]
-        assert gone == [{"name": "b", "namespace": namespace, "uid": gone[0]["uid"]}]
+        gone = sorted((d["metadata"] for d in rec.deleted), key=lambda m: m["name"])
+        assert gone[0] == {"name": "b", "namespace": namespace, "uid": gone[0]["uid"]}
         assert gone[0]["uid"]  # the identity of the deleted object, as the state needs it
+        assert gone[1] == {"name": "c", "namespace": namespace, "uid": old_c}  # the old "c" is gone
+        assert len(gone) == 2
+        assert rec.objects["c"]["metadata"]["uid"] == new_c
         # and it goes on watching from the fresh list
         await kube.delete(CONFIG_MAPS, "a", namespace)
         assert await eventually(lambda: _absent(rec, "a"), timeout=20)
-        assert [d["metadata"]["name"] for d in rec.deleted] == ["b", "a"]
+        assert [d["metadata"]["name"] for d in rec.deleted][-1] == "a"
+        assert len(rec.deleted) == 3
 
 
 async def _absent(rec: Recorder, name: str) -> bool:
