@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-from draxr import logs
+from draxr import logs, metrics
 from draxr.events import Recorder
 from draxr.health import Health
 from draxr.scheduler import Scheduler
@@ -92,7 +92,13 @@ async def one_run(args: argparse.Namespace, turn: float) -> dict[str, Any]:
             await asyncio.sleep(0.5)
             lags.append(health.lag)
 
-    tasks = [asyncio.create_task(c) for c in (scheduler.run(), health.measure_lag(), probe(), lag())]
+    tasks = [asyncio.create_task(c) for c in (health.measure_lag(), probe(), lag())]
+    await asyncio.sleep(0)  # the probes take their first timestamps before the scheduler starts
+    tasks.append(asyncio.create_task(scheduler.run()))
+    attempts0 = {
+        r: metrics.SCHEDULE_ATTEMPTS.labels(result=r)._value.get() for r in ("scheduled", "unschedulable", "error")
+    }
+    yields0 = metrics.SCHEDULER_YIELDS._value.get()
     t0 = time.monotonic()
     cpu0 = time.process_time()
     try:
@@ -107,6 +113,11 @@ async def one_run(args: argparse.Namespace, turn: float) -> dict[str, Any]:
         await asyncio.gather(*tasks, return_exceptions=True)
         await scheduler.drain()
     elapsed = time.monotonic() - t0
+    attempts = {
+        r: metrics.SCHEDULE_ATTEMPTS.labels(result=r)._value.get() - attempts0[r]
+        for r in ("scheduled", "unschedulable", "error")
+    }
+    yields = metrics.SCHEDULER_YIELDS._value.get() - yields0
     bound = sum(1 for p in state.pods.values() if p.uid in state.assumed_nodes or p.node_name)
     return {
         "turn": turn,
@@ -120,6 +131,8 @@ async def one_run(args: argparse.Namespace, turn: float) -> dict[str, Any]:
         "watch_p99": percentile(watch_lateness, 0.99),
         "watch_max": max(watch_lateness, default=0.0),
         "watch_wakeups": len(watch_lateness),
+        "attempts": attempts,
+        "yields": yields,
     }
 
 
@@ -149,6 +162,7 @@ def main() -> None:
             f"({r['watch_wakeups']} wake-ups) |",
             flush=True,
         )
+        print(f"  attempts {r['attempts']}, scheduler yields {r['yields']:.0f}", flush=True)
 
 
 if __name__ == "__main__":
