@@ -39,6 +39,12 @@ class Settings(BaseSettings):
         "--release-foreign-grace-seconds; always: at once (no controller releases them: 1.34, or KCM "
         "without its resourceclaim controller); never: leave them to kube-controller-manager",
     )
+    release_own_grace_seconds: float = Field(
+        1.0,
+        ge=0,
+        description="auto/never: how long the claim of a finished or deleted draxr pod is left to "
+        "kube-controller-manager's resourceclaim controller before draxr releases it (0: at once, racing it)",
+    )
     release_foreign_grace_seconds: float = Field(
         30.0, ge=0, description="auto: how long the claim of a finished or deleted foreign pod is left to KCM"
     )
@@ -132,7 +138,11 @@ class Settings(BaseSettings):
         """Whose claims are released at once, and how long the others wait (see core.gc)."""
         s = self
         return ReleasePolicy.of(
-            s.scheduler_name, s.adopt_unschedulable, s.release_foreign_claims, s.release_foreign_grace_seconds
+            s.scheduler_name,
+            s.adopt_unschedulable,
+            s.release_foreign_claims,
+            s.release_foreign_grace_seconds,
+            s.release_own_grace_seconds,
         )
 
     @field_validator("device_scoring", mode="before")

@@ -212,9 +212,25 @@ def test_policy_from_the_setting() -> None:
     assert ReleasePolicy.of(SCHEDULER, True, ForeignClaims.NEVER, 12) == ReleasePolicy(
         frozenset({SCHEDULER, KUBE_SCHEDULER}), None
     )
-    assert Settings().release_policy == ReleasePolicy(OWN, 30.0)  # auto, 30 s
+    assert Settings().release_policy == ReleasePolicy(OWN, 30.0, 1.0)  # auto: 30 s, own claims 1 s
     s = Settings(scheduler_name="gpu", release_foreign_claims="never", adopt_unschedulable=True)
-    assert s.release_policy == ReleasePolicy(frozenset({"gpu", KUBE_SCHEDULER}), None)
+    assert s.release_policy == ReleasePolicy(frozenset({"gpu", KUBE_SCHEDULER}), None, 1.0)
+    assert Settings(release_foreign_claims="always").release_policy == ReleasePolicy(OWN, 0.0, 0.0)
+    assert Settings(release_own_grace_seconds=0).release_policy == ReleasePolicy(OWN, 30.0, 0.0)
+
+
+def test_own_claims_wait_their_short_grace_for_kcm_then_draxr_releases_them() -> None:
+    """kube-controller-manager's controller releases draxr's claims too (it reads the pod status):
+    draxr steps in only when it has not within the own grace, so the two never race."""
+    p, s = ReleasePlan(ReleasePolicy.of(SCHEDULER, False, ForeignClaims.AUTO, 30, own_grace=1.0)), mixed()
+    assert keys(p.due(s, now=100.0)) == []
+    assert p.held_back == {"ns/own-extended-resources-a": 101.0, "ns/ks-extended-resources-a": 130.0}
+    assert p.wait_seconds(now=100.0, sweep_seconds=60) == 1.0
+    [own] = p.due(s, now=101.0)
+    assert (own.key, own.reason) == ("ns/own-extended-resources-a", "pod Succeeded; not released by KCM within 1s")
+    assert p.held_back == {"ns/ks-extended-resources-a": 130.0}
+    s.remove_claim("ns", "own-extended-resources-a")  # or the controller got to it first
+    assert keys(p.due(s, now=102.0)) == []
 
 
 def test_auto_releases_own_claims_at_once_and_foreign_ones_after_the_grace_period() -> None:

@@ -3,10 +3,11 @@
 * Release (kubernetes#134311): the pod holding the claim finished (Succeeded/Failed) or is gone.
   Devices must come back at once, not when someone deletes the pod. kube-controller-manager's
   resourceclaim controller does the same for every pod from 1.35 on (#134312), unless it runs
-  without that controller. draxr releases its own pods' claims at once (it schedules the next pod
-  on those devices) and, by default, the claims of other schedulers' pods only when they are still
-  held after a grace period: a working controller has released them by then (within a second), so
-  draxr does not race it, and where none runs they still come back (``ReleasePlan``).
+  without that controller. By default draxr releases a claim only when it is still held after a
+  grace period: a working controller has released it by then (within milliseconds), so draxr
+  does not race it (and it logs no errors), and where none runs the devices still come back. The
+  grace is short for draxr's own pods (it schedules the next pod on those devices) and longer for
+  other schedulers' (``ReleasePlan``).
 * Roll back: a special claim of an unbound pod that no binding of ours is writing: a crashed or
   failed binding left it. Upstream never reuses such a claim; neither do we.
 """
@@ -74,13 +75,17 @@ class ForeignClaims(StrEnum):
 
 @dataclass(frozen=True)
 class ReleasePolicy:
-    own: frozenset[str]  # schedulerNames of draxr's pods: their claims are released at once
+    own: frozenset[str]  # schedulerNames of draxr's pods
     foreign_delay: float | None  # seconds a foreign claim waits for kube-controller-manager; None: forever
+    own_delay: float = 0.0  # seconds an own claim waits for it (its controller acts on every pod's claims)
 
     @classmethod
-    def of(cls, scheduler_name: str, adopt: bool, foreign: ForeignClaims, grace_seconds: float) -> ReleasePolicy:
+    def of(
+        cls, scheduler_name: str, adopt: bool, foreign: ForeignClaims, grace_seconds: float, own_grace: float = 0.0
+    ) -> ReleasePolicy:
         delay = {ForeignClaims.AUTO: max(grace_seconds, 0.0), ForeignClaims.ALWAYS: 0.0, ForeignClaims.NEVER: None}
-        return cls(own_schedulers(scheduler_name, adopt), delay[foreign])
+        own_delay = 0.0 if foreign is ForeignClaims.ALWAYS else max(own_grace, 0.0)
+        return cls(own_schedulers(scheduler_name, adopt), delay[foreign], own_delay)
 
 
 class ReleasePlan:
@@ -94,13 +99,13 @@ class ReleasePlan:
         self.held_back: dict[str, float] = {}  # of those, not due at the last sweep: key -> when due
 
     def due(self, state: ClusterState, now: float) -> list[ClaimAction]:
-        delay = self.policy.foreign_delay
         actions = claims_to_release(state, self.policy.own)
-        self._since = {a.key: self._since.get(a.key, now) for a in actions if a.foreign}
+        self._since = {a.key: self._since.get(a.key, now) for a in actions}
         self.held_back = {}
         due: list[ClaimAction] = []
         for a in actions:
-            if not a.foreign or delay == 0:
+            delay = self.policy.foreign_delay if a.foreign else self.policy.own_delay
+            if delay == 0:
                 due.append(a)
             elif delay is None:
                 continue
