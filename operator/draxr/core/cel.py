@@ -871,11 +871,9 @@ class CompiledSelector:
             if unknown and key not in extras and len(extras) < _MAX_DOMAIN_RETRIES:
                 extras = (*extras, key)
                 continue
-            raise CelRuntimeError(
-                self._failure(dev, f"no such key: {key}")
-                + f"; the device has {_describe_device(dev)}. Guard optional attributes with has(...),"
-                ' "name" in device.attributes["domain"], or .?name.orValue(...)'
-            )
+            # The allocator appends upstream's hint (has(), optional chaining); say what is there.
+            detail = f"no such key: {key}; the device has {_describe_device(dev)}"
+            raise CelRuntimeError(self._failure(dev, detail))
 
     def _failure(self, dev: DeviceView, detail: str) -> str:
         who = f"device {dev.name!r} of driver {dev.driver!r}" if dev.name else f"a device of driver {dev.driver!r}"
