@@ -1107,6 +1107,39 @@ def test_upstream_accepts(expression: str, expected: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("1 < 1.5", True),
+        ("2.5 >= 3", False),
+        ("1u < 1.5 && 2 > 1u && 3.0 <= 3", True),
+        (f"{_C}.memory.asApproximateFloat() > 1", True),  # accepted by the API server and kube-scheduler
+        (f"{_C}.memory.asApproximateFloat() < 1", False),
+        (f"{_C}.memory.asInteger() > 1.5 && {_M}.numa < 0.5", True),
+    ],
+)
+def test_cross_type_numeric_ordering_as_upstream(expression: str, expected: bool) -> None:
+    assert _eval(expression, GPU) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1 == 1.0", "found no matching overload for '_==_' applied to '(int, double)'"),  # upstream too
+        ("1 < 1.5 && nope", "undeclared reference to 'nope'"),  # another issue: no unchecked fallback
+        ('1 < 1.5 && "a" < 1', "found no matching overload for '_<_' applied to '(string, int)'"),
+    ],
+)
+def test_cross_type_numeric_fallback_only_for_numeric_orderings(expression: str, message: str) -> None:
+    with pytest.raises(CelCompileError, match=re.escape(message)):
+        compile_selector(expression)
+
+
+def test_unchecked_fallback_still_fails_non_bool_results_at_runtime() -> None:
+    with pytest.raises(CelRuntimeError, match="result of type string could not be converted to bool"):
+        _eval('1 < 1.5 ? "yes" : "no"', GPU)
+
+
+@pytest.mark.parametrize(
     ("expression", "upstream_type"),
     [
         ('device.attributes["d"]', "map(string, dyn)"),

@@ -30,10 +30,14 @@ Not available (cel-expr-python 0.1.3 cannot provide them, or they make no sense 
       extension's function cannot be extended from Python); URL, IP, CIDR, format, image and
       authz libraries; quantity `mul`/`div`/`divInt` (only in newer apiserver versions)
     - `transformMap`/`transformMapEntry` compile but fail at runtime in cel-cpp
-    - cross-type numeric comparison of *literals* (`1 < 1.5`) is a compile error in cel-cpp;
-      comparisons involving attribute values (dyn) work as upstream
     - the runtime cost limit (1e6): cel-expr-python exposes no cost tracking, iteration limit or
       interrupt. Expressions longer than 10 KiB (the API validation limit) are rejected.
+
+Cross-type numeric ordering: upstream's environment has CrossTypeNumericComparisons (`1 < 1.5`,
+`q.asApproximateFloat() > 1`); cel-cpp's checker has no overloads for them (and takes none from
+Python). When they are its only complaint, the expression is compiled without the checker (the
+runtime compares int, uint and double as upstream does), so draxr's extra checks (cel_check) do
+not run on it.
 
 Unknown domains: cel-cpp maps cannot default a missing key, so when an evaluation fails with a
 missing string key that is not a domain of both maps, that key is added as an empty domain and
@@ -909,6 +913,18 @@ def compile_selector(expression: str) -> CompiledSelector:
     return selector
 
 
+_CHECKER_ISSUE: Final = re.compile(r"^ERROR: <input>:\d+:\d+: (.*)$", re.MULTILINE)
+_CROSS_NUMERIC: Final = re.compile(
+    r"found no matching overload for '_(?:<|<=|>|>=)_' applied to '\((?:int|uint|double), (?:int|uint|double)\)'"
+)
+
+
+def _only_cross_numeric_comparisons(message: str) -> bool:
+    """Every issue of a cel-cpp check failure is an ordering of two different numeric types."""
+    issues = _CHECKER_ISSUE.findall(message)
+    return bool(issues) and all(_CROSS_NUMERIC.fullmatch(i) for i in issues)
+
+
 def _compile(expression: str) -> CompiledSelector:
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise CelCompileError(
@@ -917,13 +933,21 @@ def _compile(expression: str) -> CompiledSelector:
     try:
         program = _ENV.compile(expression)
     except RuntimeError as exc:
-        raise CelCompileError(f"compilation failed: {_strip_status(str(exc))}") from None
-    # What cel-go checks and cel-cpp does not (see cel_check): homogeneous list and map
-    # literals, device fields, the argument types of the Kubernetes library functions.
-    try:
-        checked = check_checked_expr(program.serialize())
-    except (ValueError, IndexError, RecursionError):  # an AST cel_check cannot read: skip its checks
+        message = _strip_status(str(exc))
+        if not _only_cross_numeric_comparisons(message):
+            raise CelCompileError(f"compilation failed: {message}") from None
+        # Upstream's environment has CrossTypeNumericComparisons (`q.asApproximateFloat() > 1`,
+        # `1 < 1.5`); cel-cpp's checker has no such overloads and cannot be given them, but its
+        # runtime compares int, uint and double. The checker found nothing else: run unchecked.
+        program = _ENV.compile(expression, disable_check=True)
         checked = CheckResult([], _UNCHECKED_OUTPUT)
+    else:
+        # What cel-go checks and cel-cpp does not (see cel_check): homogeneous list and map
+        # literals, device fields, the argument types of the Kubernetes library functions.
+        try:
+            checked = check_checked_expr(program.serialize())
+        except (ValueError, IndexError, RecursionError):  # an AST cel_check cannot read: skip its checks
+            checked = CheckResult([], _UNCHECKED_OUTPUT)
     if checked.issues:
         raise CelCompileError(f"compilation failed: {format_issues(expression, checked.issues)}")
     try:
