@@ -9,6 +9,7 @@ Sources of the expected values:
 from __future__ import annotations
 
 import re
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -881,12 +882,25 @@ def test_base_environment_libraries(expression: str) -> None:
         ('[dyn(1), dyn("a")].max() == 1', "no such overload"),
         ("[dyn(true), dyn(1)].isSorted()", "no such overload"),
         ('[dyn("a")].sum() == 1', "no such overload"),
-        ('"a".find("(") == ""', "missing \\)"),
+        ('"a".find("(") == ""', "error parsing regexp: missing \\)"),
+        # RE2 syntax, as Go's regexp: no lookaround, no backreferences
+        ('"ab".find("a(?=b)") == "a"', "error parsing regexp: invalid perl operator: \\(\\?="),
+        ('"aa".findAll("(a)\\\\1").size() == 1', "error parsing regexp: invalid escape sequence"),
     ],
 )
 def test_base_environment_library_errors(expression: str, message: str) -> None:
     with pytest.raises(CelRuntimeError, match=message):
         _eval(expression)
+
+
+def test_regex_functions_take_linear_time() -> None:
+    """A pattern that backtracks exponentially in Python's re (hours at 64 characters, the attribute
+    limit) is answered at once, as by Go's regexp; the API server's cost estimate accepts it."""
+    dev = _dev({"model": {"string": "a" * 63 + "!"}})
+    t0 = time.monotonic()
+    assert _eval(f'device.attributes["{DRIVER}"].model.find("^(a+)+$") == ""', dev)
+    assert _eval(f'device.attributes["{DRIVER}"].model.findAll("(a|aa)+$") == []', dev)
+    assert time.monotonic() - t0 < 1
 
 
 @pytest.mark.parametrize(
