@@ -24,6 +24,29 @@ from draxr.webhook_tls import CertKeeper
 
 log = logs.get("draxr.webhook")
 PATH = "/mutate-pods"
+# The only version the installed configuration asks for (admissionReviewVersions: [v1]).
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+
+
+def malformed(review: Any) -> str | None:
+    """Why ``review`` is not an AdmissionReview this webhook can answer (None: it is one). The
+    API server never sends such a thing; answering 400 says so, where a made-up answer (another
+    version, an empty uid the API server cannot match) would hide it."""
+    if not isinstance(review, dict):
+        return "not a JSON object"
+    api_version, kind = review.get("apiVersion"), review.get("kind")
+    if api_version != REVIEW_API_VERSION or kind != "AdmissionReview":
+        return f"expected an AdmissionReview of {REVIEW_API_VERSION}, got {kind!r} of {api_version!r}"
+    request = review.get("request")
+    if not isinstance(request, dict):
+        return "request is missing or not an object"
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return "request.uid must be a non-empty string"
+    for key in ("kind", "object"):
+        if request.get(key) is not None and not isinstance(request[key], dict):
+            return f"request.{key} is not an object"
+    return None
 
 
 def allowed_unchanged(review: dict[str, Any]) -> dict[str, Any]:
@@ -69,12 +92,16 @@ def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler
         t0 = time.monotonic()
         try:
             review = await request.json()
-            if not isinstance(review, dict):
-                raise ValueError("AdmissionReview must be an object")
-        except ValueError as e:
+        except ValueError as e:  # not JSON, or not UTF-8
+            why: str | None = str(e)
+        except RecursionError:
+            why = "nested too deeply"
+        else:
+            why = malformed(review)
+        if why is not None:
             metrics.WEBHOOK_ADMISSIONS.labels(result="bad-request").inc()
-            log.warning("malformed AdmissionReview", error=str(e))
-            return web.json_response({"error": "malformed AdmissionReview"}, status=400)
+            log.warning("malformed AdmissionReview", error=why)
+            return web.json_response({"error": f"malformed AdmissionReview: {why}"}, status=400)
         try:
             body = review_response(review, mapping(), scheduler_name)
         except Exception:  # a bug must not fail admission: allow unchanged (the pod keeps its scheduler)

@@ -213,6 +213,30 @@ def test_all_mode_with_incomplete_pool_is_fatal() -> None:
     assert err.value.kind == FatalKind.INCOMPLETE_POOL
 
 
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_no_fit_names_the_incomplete_pools(fast_path: bool) -> None:
+    """Two of three announced slices: the pool's devices are not offered, and the reason says why."""
+    slices = [slice_("s1", [device("dev-0")], count=3), slice_("s2", [device("dev-1")], count=3)]
+    out = run(slices, [claim("c", request("r"))], fast_path=fast_path)
+    assert isinstance(out, NoFit)
+    assert out.reason.endswith(
+        " (incomplete resource pools, not used until all their slices are published: driver-a/pool-1)"
+    )
+    complete = run([*slices, slice_("s3", [device("dev-2")], count=3)], [claim("c", request("r", count=4))])
+    assert isinstance(complete, NoFit)
+    assert "incomplete" not in complete.reason
+
+
+def test_cannot_fit_names_the_incomplete_pools() -> None:
+    inv = Inventory([slice_("s1", [device("dev-0")], count=2)], [CLASS_A])
+    reason = Allocator(inv, AllocatedState(), DEFAULT_FEATURES).cannot_fit(node("node-1"), {"class-a": 1})
+    assert reason == (
+        "cannot allocate all claims: 1 device(s) of class class-a requested, only 0 free and matching on this "
+        "node (incomplete resource pools, not used until all their slices are published: driver-a/pool-1)",
+        True,
+    )
+
+
 def test_duplicate_slice_makes_pool_incomplete() -> None:
     s = slice_("s", DEVS)
     assert isinstance(run([s, s], [claim("c", request("r"))]), NoFit)

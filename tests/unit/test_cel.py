@@ -9,6 +9,7 @@ Sources of the expected values:
 from __future__ import annotations
 
 import re
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -881,12 +882,25 @@ def test_base_environment_libraries(expression: str) -> None:
         ('[dyn(1), dyn("a")].max() == 1', "no such overload"),
         ("[dyn(true), dyn(1)].isSorted()", "no such overload"),
         ('[dyn("a")].sum() == 1', "no such overload"),
-        ('"a".find("(") == ""', "missing \\)"),
+        ('"a".find("(") == ""', "error parsing regexp: missing \\)"),
+        # RE2 syntax, as Go's regexp: no lookaround, no backreferences
+        ('"ab".find("a(?=b)") == "a"', "error parsing regexp: invalid perl operator: \\(\\?="),
+        ('"aa".findAll("(a)\\\\1").size() == 1', "error parsing regexp: invalid escape sequence"),
     ],
 )
 def test_base_environment_library_errors(expression: str, message: str) -> None:
     with pytest.raises(CelRuntimeError, match=message):
         _eval(expression)
+
+
+def test_regex_functions_take_linear_time() -> None:
+    """A pattern that backtracks exponentially in Python's re (hours at 64 characters, the attribute
+    limit) is answered at once, as by Go's regexp; the API server's cost estimate accepts it."""
+    dev = _dev({"model": {"string": "a" * 63 + "!"}})
+    t0 = time.monotonic()
+    assert _eval(f'device.attributes["{DRIVER}"].model.find("^(a+)+$") == ""', dev)
+    assert _eval(f'device.attributes["{DRIVER}"].model.findAll("(a|aa)+$") == []', dev)
+    assert time.monotonic() - t0 < 1
 
 
 @pytest.mark.parametrize(
@@ -1104,6 +1118,39 @@ def test_every_mixed_literal_is_reported() -> None:
 )
 def test_upstream_accepts(expression: str, expected: bool) -> None:
     assert _eval(expression, GPU) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("1 < 1.5", True),
+        ("2.5 >= 3", False),
+        ("1u < 1.5 && 2 > 1u && 3.0 <= 3", True),
+        (f"{_C}.memory.asApproximateFloat() > 1", True),  # accepted by the API server and kube-scheduler
+        (f"{_C}.memory.asApproximateFloat() < 1", False),
+        (f"{_C}.memory.asInteger() > 1.5 && {_M}.numa < 0.5", True),
+    ],
+)
+def test_cross_type_numeric_ordering_as_upstream(expression: str, expected: bool) -> None:
+    assert _eval(expression, GPU) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1 == 1.0", "found no matching overload for '_==_' applied to '(int, double)'"),  # upstream too
+        ("1 < 1.5 && nope", "undeclared reference to 'nope'"),  # another issue: no unchecked fallback
+        ('1 < 1.5 && "a" < 1', "found no matching overload for '_<_' applied to '(string, int)'"),
+    ],
+)
+def test_cross_type_numeric_fallback_only_for_numeric_orderings(expression: str, message: str) -> None:
+    with pytest.raises(CelCompileError, match=re.escape(message)):
+        compile_selector(expression)
+
+
+def test_unchecked_fallback_still_fails_non_bool_results_at_runtime() -> None:
+    with pytest.raises(CelRuntimeError, match="result of type string could not be converted to bool"):
+        _eval('1 < 1.5 ? "yes" : "no"', GPU)
 
 
 @pytest.mark.parametrize(

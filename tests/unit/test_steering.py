@@ -85,6 +85,13 @@ def test_bound_and_skip_labelled_pods_are_left_alone() -> None:
     assert admission_verdict(pod({"example.com/gpu": "1"}, labels={"draxr.io/skip": "false"}), MAPPING).steer
 
 
+def test_an_unreadable_quantity_is_not_steered() -> None:
+    """The API server never sends one (it would not decode); a direct caller gets a verdict, not a crash."""
+    verdict = admission_verdict(pod({"example.com/gpu": "lots"}), MAPPING)
+    assert not verdict.steer
+    assert verdict.reason == "unreadable resources: invalid quantity: 'lots'"
+
+
 def test_init_container_requests_count() -> None:
     p = pod({"cpu": "1"})
     p["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"example.com/gpu": "1"}}}]

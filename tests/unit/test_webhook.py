@@ -13,7 +13,7 @@ from draxr.app import adoption_refused
 from draxr.core.mapping import build_mapping
 from draxr.core.state import PodInfo
 from draxr.scheduler import wants_us
-from draxr.webhook import PATH, application, review_response
+from draxr.webhook import PATH, application, malformed, review_response
 
 MAPPING = build_mapping([{"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}])
 
@@ -75,6 +75,52 @@ async def test_http_app_answers_reviews_and_rejects_garbage() -> None:
         bad = await client.post(PATH, data=b"{not json", headers={"Content-Type": "application/json"})
         assert bad.status == 400
         assert (await client.get("/healthz")).status == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ([], "not a JSON object"),
+        (
+            {**review(gpu_pod()), "apiVersion": "admission.k8s.io/v1beta1"},
+            "expected an AdmissionReview of admission.k8s.io/v1, got 'AdmissionReview' of 'admission.k8s.io/v1beta1'",
+        ),
+        (gpu_pod(), "expected an AdmissionReview of admission.k8s.io/v1, got None of None"),
+        ({**review(gpu_pod()), "request": None}, "request is missing or not an object"),
+        ({**review(gpu_pod()), "request": "x"}, "request is missing or not an object"),
+        (
+            {**review(gpu_pod()), "request": {**review(gpu_pod())["request"], "uid": ""}},
+            "request.uid must be a non-empty string",
+        ),
+        (
+            {**review(gpu_pod()), "request": {**review(gpu_pod())["request"], "uid": 7}},
+            "request.uid must be a non-empty string",
+        ),
+        (
+            {**review(gpu_pod()), "request": {**review(gpu_pod())["request"], "object": []}},
+            "request.object is not an object",
+        ),
+        (
+            {**review(gpu_pod()), "request": {**review(gpu_pod())["request"], "kind": "Pod"}},
+            "request.kind is not an object",
+        ),
+        (review(gpu_pod()), None),
+        ({**review(gpu_pod()), "request": {**review(gpu_pod())["request"], "object": None}}, None),
+    ],
+)
+def test_malformed_reviews_are_named(body: Any, why: str | None) -> None:
+    assert malformed(body) == why
+
+
+async def test_http_app_says_why_a_review_is_refused() -> None:
+    async with TestClient(TestServer(application(lambda: MAPPING, "draxr"))) as client:
+        deep = await client.post(PATH, data=b"[" * 100_000 + b"]" * 100_000)
+        assert (deep.status, await deep.json()) == (400, {"error": "malformed AdmissionReview: nested too deeply"})
+        array = await client.post(PATH, json=[1])
+        assert (array.status, await array.json()) == (400, {"error": "malformed AdmissionReview: not a JSON object"})
+        text = await client.post(PATH, data=b"\xff")
+        assert text.status == 400
+        assert (await text.json())["error"].startswith("malformed AdmissionReview: 'utf-8' codec can't decode")
 
 
 async def test_a_decision_bug_still_admits_the_pod() -> None:

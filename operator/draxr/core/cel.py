@@ -23,17 +23,21 @@ Enabled, mirroring the Kubernetes base environment (apiserver `environment/base.
     - DRA `includes` (scalar equality or membership in the first 48 list elements; in the
       StoredExpressions environment since 1.36 regardless of the DRAListTypeAttributes gate)
     - Kubernetes lists library: `isSorted`, `sum`, `min`, `max`
-    - Kubernetes regex library: `find`, `findAll` (evaluated with Python `re`, not RE2)
+    - Kubernetes regex library: `find`, `findAll` (RE2, as Go's regexp: linear time)
 
 Not available (cel-expr-python 0.1.3 cannot provide them, or they make no sense here):
     - list `indexOf` / `lastIndexOf` (cel-cpp's strings extension owns those names and an
       extension's function cannot be extended from Python); URL, IP, CIDR, format, image and
       authz libraries; quantity `mul`/`div`/`divInt` (only in newer apiserver versions)
     - `transformMap`/`transformMapEntry` compile but fail at runtime in cel-cpp
-    - cross-type numeric comparison of *literals* (`1 < 1.5`) is a compile error in cel-cpp;
-      comparisons involving attribute values (dyn) work as upstream
     - the runtime cost limit (1e6): cel-expr-python exposes no cost tracking, iteration limit or
       interrupt. Expressions longer than 10 KiB (the API validation limit) are rejected.
+
+Cross-type numeric ordering: upstream's environment has CrossTypeNumericComparisons (`1 < 1.5`,
+`q.asApproximateFloat() > 1`); cel-cpp's checker has no overloads for them (and takes none from
+Python). When they are its only complaint, the expression is compiled without the checker (the
+runtime compares int, uint and double as upstream does), so draxr's extra checks (cel_check) do
+not run on it.
 
 Unknown domains: cel-cpp maps cannot default a missing key, so when an evaluation fails with a
 missing string key that is not a domain of both maps, that key is added as an empty domain and
@@ -78,6 +82,7 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal, In
 from functools import lru_cache
 from typing import Any, Final
 
+import re2
 from cel_expr_python import cel
 
 from draxr.core.cel_check import DYN as _UNCHECKED_OUTPUT
@@ -508,14 +513,25 @@ def _max(items: list[Any]) -> Any:
     return _extreme("max", items, -1)
 
 
+_RE2_OPTIONS: Final = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the selector's error, not a line on stderr
+
+
 @lru_cache(maxsize=128)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _regex(pattern: str) -> Any:
+    """RE2, as Go's regexp: linear time whatever the pattern (a backtracking engine takes hours on
+    `^(a+)+$` against a 40-character attribute, and the API server's cost estimate cannot tell),
+    and RE2's syntax (no lookaround, no backreferences)."""
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise ValueError(f"error parsing regexp: {reason.decode() if isinstance(reason, bytes) else reason}") from None
 
 
 def _find(s: str, pattern: str) -> str:
     m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
+    return str(m.group(0)) if m else ""
 
 
 def _find_all_n(s: str, pattern: str, limit: int) -> list[str]:
@@ -527,7 +543,7 @@ def _find_all_n(s: str, pattern: str, limit: int) -> list[str]:
             break
         if m.start() == m.end() == prev_end:
             continue
-        out.append(m.group(0))
+        out.append(str(m.group(0)))
         prev_end = m.end()
     return out
 
@@ -871,11 +887,9 @@ class CompiledSelector:
             if unknown and key not in extras and len(extras) < _MAX_DOMAIN_RETRIES:
                 extras = (*extras, key)
                 continue
-            raise CelRuntimeError(
-                self._failure(dev, f"no such key: {key}")
-                + f"; the device has {_describe_device(dev)}. Guard optional attributes with has(...),"
-                ' "name" in device.attributes["domain"], or .?name.orValue(...)'
-            )
+            # The allocator appends upstream's hint (has(), optional chaining); say what is there.
+            detail = f"no such key: {key}; the device has {_describe_device(dev)}"
+            raise CelRuntimeError(self._failure(dev, detail))
 
     def _failure(self, dev: DeviceView, detail: str) -> str:
         who = f"device {dev.name!r} of driver {dev.driver!r}" if dev.name else f"a device of driver {dev.driver!r}"
@@ -911,6 +925,18 @@ def compile_selector(expression: str) -> CompiledSelector:
     return selector
 
 
+_CHECKER_ISSUE: Final = re.compile(r"^ERROR: <input>:\d+:\d+: (.*)$", re.MULTILINE)
+_CROSS_NUMERIC: Final = re.compile(
+    r"found no matching overload for '_(?:<|<=|>|>=)_' applied to '\((?:int|uint|double), (?:int|uint|double)\)'"
+)
+
+
+def _only_cross_numeric_comparisons(message: str) -> bool:
+    """Every issue of a cel-cpp check failure is an ordering of two different numeric types."""
+    issues = _CHECKER_ISSUE.findall(message)
+    return bool(issues) and all(_CROSS_NUMERIC.fullmatch(i) for i in issues)
+
+
 def _compile(expression: str) -> CompiledSelector:
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise CelCompileError(
@@ -919,13 +945,21 @@ def _compile(expression: str) -> CompiledSelector:
     try:
         program = _ENV.compile(expression)
     except RuntimeError as exc:
-        raise CelCompileError(f"compilation failed: {_strip_status(str(exc))}") from None
-    # What cel-go checks and cel-cpp does not (see cel_check): homogeneous list and map
-    # literals, device fields, the argument types of the Kubernetes library functions.
-    try:
-        checked = check_checked_expr(program.serialize())
-    except (ValueError, IndexError, RecursionError):  # an AST cel_check cannot read: skip its checks
+        message = _strip_status(str(exc))
+        if not _only_cross_numeric_comparisons(message):
+            raise CelCompileError(f"compilation failed: {message}") from None
+        # Upstream's environment has CrossTypeNumericComparisons (`q.asApproximateFloat() > 1`,
+        # `1 < 1.5`); cel-cpp's checker has no such overloads and cannot be given them, but its
+        # runtime compares int, uint and double. The checker found nothing else: run unchecked.
+        program = _ENV.compile(expression, disable_check=True)
         checked = CheckResult([], _UNCHECKED_OUTPUT)
+    else:
+        # What cel-go checks and cel-cpp does not (see cel_check): homogeneous list and map
+        # literals, device fields, the argument types of the Kubernetes library functions.
+        try:
+            checked = check_checked_expr(program.serialize())
+        except (ValueError, IndexError, RecursionError):  # an AST cel_check cannot read: skip its checks
+            checked = CheckResult([], _UNCHECKED_OUTPUT)
     if checked.issues:
         raise CelCompileError(f"compilation failed: {format_issues(expression, checked.issues)}")
     try:

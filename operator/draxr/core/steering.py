@@ -58,7 +58,10 @@ def admission_verdict(pod: Mapping[str, Any], mapping: ExtendedResourceMapping) 
         return Verdict(False, "already bound (spec.nodeName set)")
     if _skip_labelled(pod):
         return Verdict(False, f"labelled {SKIP_LABEL}=true")
-    names = mappable(pod, mapping)
+    try:
+        names = mappable(pod, mapping)
+    except ValueError as e:  # a quantity the API server would have refused to decode: not steered
+        return Verdict(False, f"unreadable resources: {e}")
     if not names:
         return Verdict(False, "requests no extended resource that a DeviceClass or ExtendedResourceMapping maps")
     return Verdict(True, f"requests {describe(names, mapping)}")

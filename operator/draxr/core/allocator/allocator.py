@@ -121,7 +121,7 @@ class Allocator:
             if free < need:
                 reason = (
                     f"cannot allocate all claims: {need} device(s) of class {name} requested, "
-                    f"only {free} free and matching on this node"
+                    f"only {free} free and matching on this node{_incomplete_note(run.pools)}"
                 )
                 return reason, len(candidates) < need
         return None
@@ -162,6 +162,15 @@ class Allocator:
                         continue
                     found.append(dev.id)
         return tuple(found)
+
+
+def _incomplete_note(pools: Sequence[Pool]) -> str:
+    """Why devices a driver publishes may be missing: its pool on this node is incomplete (fewer
+    slices of the newest generation than resourceSliceCount), so none of them are offered yet."""
+    names = [f"{p.driver}/{p.name}" for p in pools if p.is_incomplete]
+    if not names:
+        return ""
+    return f" (incomplete resource pools, not used until all their slices are published: {', '.join(names)})"
 
 
 class _Run:
@@ -221,8 +230,8 @@ class _Run:
                 return (
                     f"cannot allocate all claims: claim {self.claim_refs[ci]}, request "
                     f"{reqs[ri].get('name', '')}: not enough suitable devices on this node"
-                )
-        return "cannot allocate all claims"
+                ) + _incomplete_note(self.pools)
+        return "cannot allocate all claims" + _incomplete_note(self.pools)
 
     def _requests(self, claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         return list(((claim.get("spec") or {}).get("devices") or {}).get("requests") or ())
@@ -420,7 +429,7 @@ class _Run:
             if free < need:
                 self.fast_reason = (
                     f"cannot allocate all claims: {need} device(s) of class {name} requested, "
-                    f"only {free} free and matching on this node"
+                    f"only {free} free and matching on this node{_incomplete_note(self.pools)}"
                 )
                 return True
         return False
