@@ -507,6 +507,8 @@ async def still_alive(ctx: Ctx) -> None:
         ("MappingStatusWriter.run", op.mapping_status),
     ):
         assert _task_running(qualname, owner), f"{qualname} is no longer running"
+    assert op.health.problems() == []  # every watch making progress, no long-running task ended
+    assert all(_task_running("Informer.run", inf) for inf in op.informers), "a watch is no longer running"
     assert any(t.name == "draxr-webhook" and t.is_alive() for t in threading.enumerate()), "webhook thread gone"
     async with (
         aiohttp.ClientSession(trust_env=False) as http,
