@@ -24,6 +24,7 @@ class _Entry:
     parked_generation: int | None = None  # unschedulable at this cluster generation
     parked_at: float = 0.0
     unresolvable: bool = False
+    stamp: object = None  # unresolvable until the inventory changes: the inventory it failed against
     version: int = 0
 
 
@@ -42,6 +43,9 @@ class SchedulingQueue:
     # Parked pods a cluster change releases, by the generation they were parked at (the
     # unresolvable ones wait for the flush or their own update only).
     _parked: dict[int, set[str]] = field(default_factory=dict)
+    # Unresolvable pods that an inventory change (classes, slices, mappings) may heal.
+    _stamped: set[str] = field(default_factory=set)
+    _stamp: object = None  # the inventory stamp seen at the last promotion
 
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     waiting: bool = False  # pop() is waiting: nothing is ready
@@ -59,6 +63,8 @@ class SchedulingQueue:
         if entry.parked_generation is not None:
             if not entry.unresolvable:
                 self._parked.setdefault(entry.parked_generation, set()).add(uid)
+            elif entry.stamp is not None:
+                self._stamped.add(uid)
             heapq.heappush(self._flush, (entry.parked_at + self.flush_after, uid, entry.version))
         else:
             self._release(uid, entry, now)
@@ -83,6 +89,7 @@ class SchedulingQueue:
         entry = self._entries.setdefault(uid, _Entry())
         entry.parked_generation = None
         entry.unresolvable = False
+        entry.stamp = None
         self._place(uid, entry, time.monotonic())
         self._wake.set()
 
@@ -101,8 +108,12 @@ class SchedulingQueue:
     def in_flight(self) -> frozenset[str]:
         return frozenset(self._in_flight)
 
-    def failed(self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False) -> None:
-        """Back off; an unschedulable pod also waits for a cluster change (or its own update)."""
+    def failed(
+        self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False, stamp: object = None
+    ) -> None:
+        """Back off; an unschedulable pod also waits for a cluster change (or its own update). An
+        unresolvable one waits for its own update, or, given the inventory ``stamp`` it failed
+        against, for a different stamp (see ``pop``)."""
         self._in_flight.discard(uid)
         entry = self._entries.get(uid)
         if entry is None:
@@ -113,6 +124,7 @@ class SchedulingQueue:
         entry.parked_generation = generation if unschedulable else None
         entry.parked_at = now
         entry.unresolvable = unresolvable
+        entry.stamp = stamp if unresolvable else None
         self._place(uid, entry, now)
         self._wake.set()
 
@@ -140,12 +152,23 @@ class SchedulingQueue:
             return True
         if now - e.parked_at >= self.flush_after:
             return True
-        return not e.unresolvable and generation != e.parked_generation
+        if e.unresolvable:
+            return e.stamp is not None and e.stamp != self._stamp
+        return generation != e.parked_generation
 
-    def _promote(self, now: float, generation: int) -> None:
+    def _promote(self, now: float, generation: int, stamp: object = None) -> None:
         """Move what became eligible towards the active heap: parked pods after a cluster change
-        (not the unresolvable ones), parked pods whose flush interval is over, and pods whose
-        backoff is over."""
+        (the unresolvable ones only after an inventory change, when they failed against one),
+        parked pods whose flush interval is over, and pods whose backoff is over."""
+        if stamp is not None and stamp != self._stamp:
+            self._stamp = stamp
+            for uid in list(self._stamped):
+                e = self._entries.get(uid)
+                if e is None or not e.unresolvable or e.stamp is None or uid in self._in_flight:
+                    self._stamped.discard(uid)  # re-added, failed otherwise since, or gone
+                elif e.stamp != stamp:
+                    self._stamped.discard(uid)
+                    self._release(uid, e, now)
         for parked_at in [g for g in self._parked if g != generation]:
             for uid in self._parked.pop(parked_at):
                 e = self._entries.get(uid)  # the sets hold no versions: is it still parked there?
@@ -167,10 +190,10 @@ class SchedulingQueue:
             if ready is not None:
                 self._release(uid, ready, now)
 
-    def next_ready(self, generation: int) -> tuple[str | None, float | None]:
+    def next_ready(self, generation: int, stamp: object = None) -> tuple[str | None, float | None]:
         """The best eligible pod, or how long until one may become eligible by time alone."""
         now = time.monotonic()
-        self._promote(now, generation)
+        self._promote(now, generation, stamp)
         while self._active:
             _, uid, version = heapq.heappop(self._active)
             if self._current(uid, version) is not None:
@@ -180,9 +203,11 @@ class SchedulingQueue:
         # A stale top only makes the wait shorter (a spurious wake-up), never longer.
         return None, (max(min(tops), 0.0) if tops else None)
 
-    async def pop(self, generation: Callable[[], int]) -> str:
+    async def pop(self, generation: Callable[[], int], stamp: Callable[[], object] | None = None) -> str:
+        """The next pod to schedule. ``stamp`` reads the current inventory stamp (classes, slices,
+        mappings): pods parked as unresolvable against another stamp are retried."""
         while True:
-            uid, wait = self.next_ready(generation())
+            uid, wait = self.next_ready(generation(), stamp() if stamp is not None else None)
             if uid is not None:
                 return uid
             self._wake.clear()

@@ -112,7 +112,7 @@ class Scheduler:
 
         async def step() -> None:
             nonlocal turn
-            uid = await self.queue.pop(lambda: self.state.generation)
+            uid = await self.queue.pop(lambda: self.state.generation, self._inventory_stamp)
             now = self.heartbeat = time.monotonic()
             turn = max(turn, self.queue.woke_at)
             self._publish_queue_depth()
@@ -130,6 +130,11 @@ class Scheduler:
             pass
 
         await guard.run(step, go_on)
+
+    def _inventory_stamp(self) -> object:
+        """What a broken class, slice or mapping may be healed by: any change of those."""
+        inv = self.state.inventory
+        return (inv.revision, inv.class_revision, self.state.overrides)
 
     def stalled_for(self) -> float:
         """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one."""
@@ -162,7 +167,8 @@ class Scheduler:
             metrics.CYCLE_SECONDS.observe(time.monotonic() - t0)
         if isinstance(result, Unschedulable):
             metrics.SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
-            self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable)
+            stamp = self._inventory_stamp() if result.until_inventory_changes else None
+            self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
             self._spawn(self._report_unschedulable(pod, result))
             return
         self._start += result.nodes_evaluated

@@ -433,3 +433,27 @@ def test_a_stale_parking_does_not_release_an_unresolvable_pod(clock: Clock) -> N
     assert drain(q, generation=1) == []
     clock.advance(10)
     assert drain(q, generation=1) == ["c"]  # the flush still brings it back
+
+
+def test_unresolvable_against_an_inventory_is_retried_when_the_inventory_changes(clock: Clock) -> None:
+    """A broken class (a CEL runtime error, a mapping naming a missing class) parks its pods as
+    unresolvable against the inventory stamp of that moment: a class, slice or mapping change
+    retries them, as kube-scheduler requeues on DeviceClass events; an ordinary cluster change
+    (a pod finishing) does not, and neither does a stamp-less unresolvable pod (unsupported fields)."""
+    q = queue(initial=1.0, flush=600.0)
+    for uid in ("broken-class", "unsupported"):
+        q.add(uid, 0, uid)
+        assert q.next_ready(5, stamp=("inv", 1))[0] == uid
+    q.failed("broken-class", 5, unschedulable=True, unresolvable=True, stamp=("inv", 1))
+    q.failed("unsupported", 5, unschedulable=True, unresolvable=True)
+    clock.advance(1.0)
+    assert q.next_ready(6, stamp=("inv", 1))[0] is None  # cluster changed, inventory did not
+    assert q.next_ready(7, stamp=("inv", 2))[0] == "broken-class"  # the class was repaired
+    assert q.next_ready(7, stamp=("inv", 2))[0] is None
+    q.failed("broken-class", 7, unschedulable=True, unresolvable=True, stamp=("inv", 2))
+    clock.advance(2.0)  # past its backoff
+    assert q.next_ready(8, stamp=("inv", 2))[0] is None  # still broken against the new stamp
+    assert q.next_ready(8, stamp=("inv", 3))[0] == "broken-class"
+    assert q.pending()["unschedulable"] == 1  # "unsupported" waits for its own update or the flush
+    q.add("unsupported", 0, "unsupported")
+    assert q.next_ready(8, stamp=("inv", 3))[0] == "unsupported"

@@ -45,12 +45,15 @@ class Decision:
 @dataclass(frozen=True)
 class Unschedulable:
     """No node fits. ``message`` is kube-scheduler's summary; ``unresolvable`` marks pods that no
-    cluster change can help (unsupported fields, a broken class): they wait for their own update."""
+    ordinary cluster change can help (unsupported fields, a broken class): they wait for their own
+    update, or, when ``until_inventory_changes`` (a class, slice or mapping is at fault), for a
+    change of the DRA inventory or the mappings, as kube-scheduler requeues on DeviceClass events."""
 
     message: str
     reasons: Mapping[str, int] = field(default_factory=dict)
     unresolvable: bool = False
     fatal_kind: str | None = None
+    until_inventory_changes: bool = False
 
 
 def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
@@ -250,7 +253,7 @@ def schedule(
                 )
                 problem = _mapping_problem(prepared, ext)
                 if problem is not None:
-                    return Unschedulable(problem, unresolvable=True)
+                    return Unschedulable(problem, unresolvable=True, until_inventory_changes=True)
             fit = _insufficient(checked, node, usage, ext.dra)
             if fit or ext.reasons:
                 for r in dict.fromkeys([*fit, *ext.reasons]):
@@ -292,7 +295,9 @@ def schedule(
                             cand.node.raw, [_claim_for_allocation(pod, option.claim_requests())]
                         )
                     except AllocationFatalError as err:
-                        return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind)
+                        return Unschedulable(
+                            str(err), unresolvable=True, fatal_kind=err.kind, until_inventory_changes=True
+                        )
                     if not isinstance(outcome, Allocated):
                         reason = outcome.reason
                         continue
