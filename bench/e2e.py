@@ -210,7 +210,7 @@ async def gather_bounded(coros: list[Awaitable[Any]], limit: int = 32) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-async def create_fleet(kube: Kube, nodes: int, devices: int, classes: int) -> None:
+async def create_fleet(kube: Kube, nodes: int, devices: int, classes: int, ready_timeout: float = 300) -> None:
     fleet = fakedriver.Fleet(
         prefix="bench",
         dra_nodes=nodes,
@@ -221,14 +221,14 @@ async def create_fleet(kube: Kube, nodes: int, devices: int, classes: int) -> No
     t0 = time.monotonic()
     await gather_bounded([fakedriver.apply(kube, [o]) for o in objs])
     log(f"created {fakedriver.summary(objs)} in {time.monotonic() - t0:.1f}s")
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + ready_timeout
     while True:
         listed = await kube.list(NODES, labelSelector="type=kwok", limit=500)
         ready = sum(1 for n in listed if fakedriver._ready(n))
         if ready >= nodes:
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {ready}/{nodes} nodes Ready after 300s")
+            raise TimeoutError(f"only {ready}/{nodes} nodes Ready after {ready_timeout:.0f}s")
         await asyncio.sleep(1)
     log(f"{nodes} nodes Ready after {time.monotonic() - t0:.1f}s")
 
@@ -555,7 +555,7 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
     kube = await Kube.from_kubeconfig(cp.kubeconfig)
     http = Http(cp)
     try:
-        await create_fleet(kube, args.nodes, args.devices, args.classes)
+        await create_fleet(kube, args.nodes, args.devices, args.classes, args.nodes_ready_timeout)
         draxr = Draxr(await draxr_kubeconfig(kube, cp), cp.run_dir, args.qps, args.burst, args.draxr_args.split())
         draxr_holder.append(draxr)
         devices = args.nodes * args.devices
@@ -783,6 +783,7 @@ def main() -> int:
     p.add_argument("--draxr-args", default="", help="more `draxr run` flags, e.g. '--bind-concurrency 64'")
     p.add_argument("--stall", type=float, default=30, help="stop waiting after this long without a binding")
     p.add_argument("--phase-timeout", type=float, default=1200)
+    p.add_argument("--nodes-ready-timeout", type=float, default=300, help="wait this long for the kwok nodes")
     p.add_argument("--restart-draxr", action="store_true", help="after the draxr burst: restart draxr, time its resync")
     p.add_argument("--settle", type=float, default=30, help="seconds after a restart before RSS is read")
     p.add_argument("--profile", action="store_true", help="py-spy the draxr burst phase")
