@@ -23,7 +23,7 @@ from draxr.settings import Settings
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator
-from .test_platform import eventually
+from .helpers import eventually
 
 K8S_1_35 = "v1.35.4"
 

@@ -16,9 +16,7 @@ from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 from draxr.leader import LEASES
 
 from .clusters import service_account_dir
-from .test_install import NAMESPACE, Draxr
-from .test_install import installed as installed  # the fixture
-from .test_platform import eventually, pod
+from .helpers import NAMESPACE, Draxr, eventually, pod
 
 LEASE = ["--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1"]
 PODS_TOTAL = 300

@@ -9,7 +9,7 @@ from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import Kube
 from draxr.leader import LEASES, LeaderElector
 
-from .test_platform import eventually
+from .helpers import eventually
 
 
 async def _leads(e: LeaderElector) -> bool:

@@ -22,7 +22,7 @@ from draxr.settings import Settings
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator
-from .test_platform import eventually, pod
+from .helpers import eventually, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
 KUBE_SCHEDULER = "default-scheduler"

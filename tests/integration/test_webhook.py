@@ -36,8 +36,7 @@ from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
 
 from . import manifests
 from .clusters import service_account_dir
-from .test_install import Draxr
-from .test_platform import eventually
+from .helpers import Draxr, eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 JOBS = Resource("batch", "v1", "jobs", True)
