@@ -558,7 +558,7 @@ def test_bound_pod_keeps_its_summary_not_its_object() -> None:
                               claim_name="a-extended-resources-x")))  # fmt: skip
     info = s.pods["uid-a"]
     assert info.obj is None
-    with pytest.raises(PodObjectDropped):
+    with pytest.raises(PodObjectDropped, match="only its summary is kept"):
         _ = info.raw
     # What placement and release read is still there.
     assert (info.node_name, info.claim_name, info.resource_version) == ("n1", "a-extended-resources-x", "2")
