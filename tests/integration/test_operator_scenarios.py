@@ -213,7 +213,11 @@ async def test_node_deleted_then_its_devices_are_not_used(
     fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
     async with fakedriver.deployed(kube, fleet):
         await kube.delete(NODES, fleet.node_names()[0])
-        await asyncio.sleep(1)  # the watch delivers the deletion
+
+        async def deletion_seen() -> bool:  # the watch delivered it
+            return fleet.node_names()[0] not in operator.state.nodes
+
+        await eventually(deletion_seen)
         await kube.create(PODS, pod("orphan", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
         cond = await eventually(lambda: _condition(kube, "orphan", namespace))
         assert cond["reason"] == "Unschedulable"
@@ -290,7 +294,11 @@ async def test_explicit_name_newest_class_wins_and_moving_the_name(
         current = await kube.get(DEVICE_CLASSES, new["metadata"]["name"])
         del current["spec"]["extendedResourceName"]
         await kube.replace(DEVICE_CLASSES, current)
-        await asyncio.sleep(1)
+
+        async def moved() -> bool:  # the operator's mapping has seen the class change
+            return operator.state.mapping.class_for(ext) == old["metadata"]["name"]
+
+        await eventually(moved)
         await kube.create(PODS, pod("second", {ext: "1"}, scheduler=SCHEDULER), namespace)
         assert await devices_of("second") == ["gpu-0"]  # numa 0: the name moved to the older class
     finally:
