@@ -133,8 +133,8 @@ class Draxr(DraxrProcess):
         if sa_dir is None:
             connect = ["--kubeconfig", str(cp.kubeconfig)]
         else:
-            pod = pod_name or f"{scheduler}-0"
-            connect, environ = in_cluster(cp, sa_dir, pod_name=pod, namespace=NAMESPACE, environ=environ)
+            name = pod_name or f"{scheduler}-0"
+            connect, environ = in_cluster(cp, sa_dir, pod_name=name, namespace=NAMESPACE, environ=environ)
         super().__init__([*connect, *args], log=log, environ=environ)
 
     async def until(self, check: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
