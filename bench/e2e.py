@@ -51,6 +51,7 @@ import aiohttp
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port
+from draxr.devcluster.process import DraxrProcess
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
     NAMESPACES,
@@ -268,7 +269,7 @@ async def draxr_kubeconfig(kube: Kube, cp: ControlPlane) -> Path:
 class Draxr:
     def __init__(self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, extra: list[str]) -> None:
         self.kubeconfig, self.run_dir, self.qps, self.burst, self.extra = kubeconfig, run_dir, qps, burst, extra
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: DraxrProcess | None = None
         self.metrics_port = 0
         self.starts = 0
 
@@ -280,10 +281,9 @@ class Draxr:
     def log_path(self) -> Path:
         return self.run_dir / f"draxr-{self.starts}.log"
 
-    def argv(self) -> list[str]:
+    def args(self) -> list[str]:
         self.metrics_port = free_port()
         return [
-            sys.executable, "-m", "draxr", "run",
             "--scheduler-name", "draxr",
             "--leader-elect", "false",
             "--kubeconfig", str(self.kubeconfig),
@@ -299,15 +299,12 @@ class Draxr:
         """Start and wait for the initial sync and leadership; returns the start-up timings."""
         self.starts += 1
         t0 = time.monotonic()
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(  # noqa: ASYNC220 (a quick fork, once per start)
-                self.argv(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
+        self.proc = DraxrProcess(self.args(), log=self.log_path)
         timings: dict[str, float] = {}
         while time.monotonic() - t0 < timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"draxr exited with {self.proc.returncode}; see {self.log_path}")
-            text = self.log_path.read_text(errors="replace")
+                raise RuntimeError(f"draxr exited with {self.proc.proc.returncode}; see {self.log_path}")
+            text = self.proc.text()
             if "initial sync done" in text and "synced_s" not in timings:
                 timings["synced_s"] = time.monotonic() - t0
             if "leading: scheduling" in text:
@@ -317,14 +314,8 @@ class Draxr:
         raise TimeoutError(f"draxr not leading after {timeout:.0f}s")
 
     def stop(self, grace: float = 20) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            self.proc.stop(grace)
 
 
 # ---- workload ---------------------------------------------------------------------------------------------------

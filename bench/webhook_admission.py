@@ -30,6 +30,7 @@ import yaml
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
 from draxr.devcluster.controlplane import LOOPBACK, ControlPlane, Options, free_port
+from draxr.devcluster.process import DraxrProcess
 from draxr.kube import NAMESPACES, PODS, Kube
 from draxr.webhook_tls import MUTATING_WEBHOOKS
 
@@ -110,14 +111,14 @@ def webhook_metrics(port: int) -> dict[str, float]:
     return found
 
 
-def start_draxr(cp: ControlPlane, port: int, metrics_port: int) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable, "-m", "draxr", "run", "--kubeconfig", str(cp.kubeconfig), "--leader-elect", "false",
+def start_draxr(cp: ControlPlane, port: int, metrics_port: int) -> DraxrProcess:
+    args = [
+        "--kubeconfig", str(cp.kubeconfig), "--leader-elect", "false",
         "--bind-address", LOOPBACK, "--metrics-port", str(metrics_port), "--health-port", "0",
         "--webhook-port", str(port), "--webhook-namespace", "draxr-bench", "--webhook-extra-hosts", LOOPBACK,
         "--log-level", "warning",
     ]  # fmt: skip
-    return subprocess.Popen(argv, start_new_session=True)
+    return DraxrProcess(args, new_session=True)
 
 
 async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
@@ -158,8 +159,8 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
             )
             spent = after["draxr_webhook_duration_seconds_sum"] - before.get("draxr_webhook_duration_seconds_sum", 0)
             result["steered (opted-in namespace)"]["webhook_handler_mean_ms"] = round(spent / served * 1000, 3)
-            os.killpg(draxr.pid, signal.SIGTERM)
-            await asyncio.to_thread(draxr.wait, 30)
+            draxr.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(draxr.proc.wait, 30)
             ns2 = "opted-in-2"
             await kube.create(
                 NAMESPACES,
@@ -173,8 +174,8 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
             return result
         finally:
             if draxr.poll() is None:
-                os.killpg(draxr.pid, signal.SIGKILL)
-                draxr.wait(10)
+                draxr.send_signal(signal.SIGKILL)
+                draxr.proc.wait(10)
 
 
 def main() -> int:

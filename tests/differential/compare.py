@@ -4,9 +4,11 @@ Outcome (both sides): {"name", "kind", "results", "error"} with kind one of
 "allocated" | "nofit" | "node_failure" | "fatal" (Go may also say "panic" or "invalid_case";
 the Python side says "python_exception" when the port raises something it should not).
 
-Equal means: same kind, and for "allocated" the same AllocationResults once serialisation
-trivia is removed (null / empty fields, which the API server drops as well) and shareID values,
-which are random UUIDs, are reduced to their presence. Error texts are not compared.
+Equal means: same kind; for "allocated" the same AllocationResults once serialisation trivia is
+removed (null / empty fields, which the API server drops as well) and shareID values, which are
+random UUIDs, are reduced to their presence; for "fatal" and "node_failure" the same error class
+(``error_class``: what went wrong, e.g. "CEL runtime error", and the claim, request or device the
+message names before it). The rest of an error text is the port's own wording and is not compared.
 
 As a script, for debugging: `python -m tests.differential.compare cases.json go-outcomes.json`
 prints the mismatches (go-outcomes.json: the harness's stdout for cases.json).
@@ -16,19 +18,90 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Mismatch", "compare", "format_mismatch", "normalize", "python_runner", "run_python"]
+__all__ = [
+    "ERROR_CLASSES",
+    "Mismatch",
+    "build_harness",
+    "compare",
+    "error_class",
+    "format_mismatch",
+    "normalize",
+    "python_runner",
+    "run_go",
+    "run_python",
+]
 
 JSON = dict[str, Any]
 SHARE_ID = "<shareID>"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "build-allocator-harness.sh"
 
 # Python adapter kinds (operator/draxr/core/allocator/cases.py) -> harness kinds.
 _KINDS = {"allocated": "allocated", "noFit": "nofit", "nodeFailure": "node_failure", "fatal": "fatal"}
+_FAILED = ("fatal", "node_failure")
+
+# Classes of upstream's error messages (the harness prints Allocate's error text), by a pattern of
+# the words upstream uses; the port says the same words.
+ERROR_CLASSES = (
+    ("CEL runtime error", r"CEL runtime error"),
+    ("CEL compile error", r"CEL compile error"),
+    ("more than 32 devices", r"exceeds the claim limit"),
+    ("All + incomplete pool", r"asks for all devices, but resource pool .* is currently being updated"),
+    ("All + invalid pool", r"asks for all devices, but resource pool .* is currently invalid"),
+    ("invalid pools (node)", r"invalid resource pools were encountered"),
+    ("feature disabled", r"feature is disabled"),
+    ("missing class", r"could not retrieve device class|missing device class name"),
+    ("node selector", r"node selection|NodeSelector"),
+    ("All + constraint", r"claim constraint would not be satisfied"),
+    ("unsupported request or constraint", r"unsupported (count mode|constraint type|selector type)"),
+    ("capacity arithmetic", r"capacity value is negative|cannot be represented"),
+    ("timeout", r"aborted"),
+)
+
+
+def error_class(message: str) -> tuple[str, str]:
+    """(class, subject) of an allocation error: the first of ERROR_CLASSES whose pattern is found,
+    and the text before it, which names what the error is about ("claim default/claim-0, request
+    req-1: ", "class class-0: selector #0 on device driver-a/pool-1/dev-0: "). A message of no known
+    class is ("other", the whole message): to match, it must then be the same word for word."""
+    for name, pattern in ERROR_CLASSES:
+        found = re.search(pattern, message)
+        if found:
+            return name, message[: found.start()]
+    return "other", message
+
+
+def build_harness() -> Path:
+    """The Go harness binary, built (or reused) by hack/build-allocator-harness.sh; raises if impossible."""
+    try:
+        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=3600, check=False)
+    except FileNotFoundError as exc:  # no bash
+        raise RuntimeError(f"cannot run {BUILD_SCRIPT}: {exc}") from exc
+    if proc.returncode != 0:
+        raise RuntimeError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    binary = Path(proc.stdout.strip().splitlines()[-1])
+    if not binary.is_file():
+        raise RuntimeError(f"{BUILD_SCRIPT} printed {binary}, which is not a file")
+    return binary
+
+
+def run_go(harness: Path, cases: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    """Upstream's outcome for every case, from one harness process."""
+    proc = subprocess.run(
+        [str(harness)], input=json.dumps(cases), capture_output=True, text=True, timeout=600, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"allocator harness failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    outcomes: list[JSON] = json.loads(proc.stdout)
+    return outcomes
 
 
 def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
@@ -95,7 +168,9 @@ def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> li
             raise AssertionError(f"outcomes out of order at {case['name']}: go={g.get('name')} python={p.get('name')}")
         g_res = normalize(g.get("results") or []) if g.get("kind") == "allocated" else []
         p_res = normalize(p.get("results") or []) if p.get("kind") == "allocated" else []
-        if g.get("kind") != p.get("kind") or g_res != p_res:
+        g_err = error_class(g.get("error") or "") if g.get("kind") in _FAILED else None
+        p_err = error_class(p.get("error") or "") if p.get("kind") in _FAILED else None
+        if g.get("kind") != p.get("kind") or g_res != p_res or g_err != p_err:
             mismatches.append(
                 Mismatch(
                     name=case["name"],

@@ -3,8 +3,9 @@
 The Go side is tests/allocator_harness (k8s.io/dynamic-resource-allocation v0.37.2, the version
 kube-scheduler 1.37.2 uses, with its default features), built and cached by
 hack/build-allocator-harness.sh. Both run the same generated cases (tests/differential/generate.py)
-and must give the same outcome kind (allocated / nofit / node_failure / fatal) and, when allocated,
-the same AllocationResults (shareID values aside, they are random UUIDs: only their presence counts).
+and must give the same outcome kind (allocated / nofit / node_failure / fatal); when allocated, the
+same AllocationResults (shareID values aside, they are random UUIDs: only their presence counts);
+when fatal or failed on the node, the same error class and subject (compare.error_class).
 
 Like the integration tests, this never skips for want of a Go toolchain: if the harness cannot be
 built, the test errors. Knobs: DRAXR_DIFF_SEED (default 1), DRAXR_DIFF_SCALE (default 1.0, the
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,11 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.differential.compare import compare, format_mismatch, run_python
+from tests.differential.compare import build_harness, compare, error_class, format_mismatch, run_go, run_python
 from tests.differential.generate import feature_tally, format_tally, generate
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = ROOT / "hack" / "build-allocator-harness.sh"
 SEED = int(os.environ.get("DRAXR_DIFF_SEED", "1"))
 SCALE = float(os.environ.get("DRAXR_DIFF_SCALE", "1"))
 MIN_CASES = 500
@@ -99,44 +96,12 @@ REQUIRED_TAGS = (
     "features:FractionalCapacityRange=on",
 )
 
-# Coarse classes of upstream's error messages, for the report.
-ERROR_CLASSES = (
-    ("CEL runtime error", r"CEL runtime error"),
-    ("CEL compile error", r"CEL compile error"),
-    ("more than 32 devices", r"exceeds the claim limit"),
-    ("All + incomplete pool", r"asks for all devices, but resource pool .* is currently being updated"),
-    ("All + invalid pool", r"asks for all devices, but resource pool .* is currently invalid"),
-    ("invalid pools (node)", r"invalid resource pools were encountered"),
-    ("feature disabled", r"feature is disabled"),
-    ("missing class", r"could not retrieve device class|missing device class name"),
-    ("node selector", r"node selection|NodeSelector"),
-    ("All + constraint", r"claim constraint would not be satisfied"),
-    ("unsupported request or constraint", r"unsupported (count mode|constraint type|selector type)"),
-    ("capacity arithmetic", r"capacity value is negative|cannot be represented"),
-    ("timeout", r"aborted"),
-)
-
-
-def _error_class(message: str) -> str:
-    for name, pattern in ERROR_CLASSES:
-        if re.search(pattern, message):
-            return name
-    return "other"
-
 
 @pytest.fixture(scope="module")
 def harness() -> Path:
     """Builds (or reuses) the Go harness; errors, never skips, when that is impossible."""
     start = time.monotonic()
-    try:
-        proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=3600, check=False)
-    except FileNotFoundError as exc:  # no bash
-        raise RuntimeError(f"cannot run {BUILD_SCRIPT}: {exc}") from exc
-    if proc.returncode != 0:
-        raise RuntimeError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
-    binary = Path(proc.stdout.strip().splitlines()[-1])
-    if not binary.is_file():
-        raise RuntimeError(f"{BUILD_SCRIPT} printed {binary}, which is not a file")
+    binary = build_harness()
     print(f"\n[differential] allocator harness {binary} ready after {time.monotonic() - start:.1f}s")
     return binary
 
@@ -150,12 +115,7 @@ def cases() -> list[dict[str, Any]]:
 def go_outcomes(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Upstream's outcome for every case, from one harness process."""
     start = time.monotonic()
-    proc = subprocess.run(
-        [str(harness)], input=json.dumps(cases), capture_output=True, text=True, timeout=600, check=False
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"allocator harness failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
-    outcomes: list[dict[str, Any]] = json.loads(proc.stdout)
+    outcomes = run_go(harness, cases)
     print(f"[differential] Go: {len(outcomes)} cases in {time.monotonic() - start:.2f}s")
     return outcomes
 
@@ -189,7 +149,7 @@ def test_python_allocator_matches_upstream(
 
     tally = feature_tally(cases)
     kinds = Counter(o["kind"] for o in go_outcomes)
-    errors = Counter(_error_class(o.get("error", "")) for o in go_outcomes if o["kind"] in ("fatal", "node_failure"))
+    errors = Counter(error_class(o.get("error", ""))[0] for o in go_outcomes if o["kind"] in ("fatal", "node_failure"))
     families = Counter(c["family"] for c in cases)
     report = "\n".join(
         [

@@ -12,6 +12,7 @@ import atexit
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +30,7 @@ from draxr.settings import Settings
 from . import manifests
 from .clusters import service_account_dir
 from .embedded import embedded_operator
+from .helpers import install
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -97,6 +99,15 @@ async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
     await fakedriver.apply(kube, objs)
     yield f
     await fakedriver.delete(kube, objs)
+
+
+@pytest.fixture(scope="session")
+def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProcess[str]]:
+    """The install on the session control plane, shared by the modules that need it (HA test too),
+    removed at the end of the session."""
+    out = install(control_plane)
+    yield out
+    manifests.delete(control_plane)
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from draxr.settings import Settings
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator
-from .test_platform import eventually
+from .helpers import eventually
 
 K8S_1_35 = "v1.35.4"
 
@@ -146,11 +146,17 @@ async def test_adopts_pods_kube_scheduler_1_35_cannot_place(adopting: Adopting) 
     assert f"Insufficient {resource}" in failed["note"]
 
     # A default-scheduler pod asking only for an unmapped (device-plugin) resource is not ours.
-    async def marked() -> bool:
-        return unschedulable_by_default_scheduler(await kube.get(PODS, "unmapped", names))
+    async def marked() -> dict[str, Any] | None:
+        p = await kube.get(PODS, "unmapped", names)
+        return p if unschedulable_by_default_scheduler(p) else None
 
-    await eventually(marked, timeout=30)
-    await asyncio.sleep(2)
+    given_up = int((await eventually(marked, timeout=30))["metadata"]["resourceVersion"])
+
+    async def seen_by_draxr() -> bool:  # its watch delivered that version: the decision on it is made
+        info = op.state.pods.get(unmapped["metadata"]["uid"])
+        return info is not None and int(info.resource_version or 0) >= given_up
+
+    await eventually(seen_by_draxr, timeout=30)
     still = await kube.get(PODS, "unmapped", names)
     assert not still["spec"].get("nodeName")
     assert unmapped["metadata"]["uid"] not in {

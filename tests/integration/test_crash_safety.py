@@ -4,10 +4,7 @@ device allocated twice, and the pod ends up bound with exactly one claim."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,39 +15,15 @@ from draxr.devcluster.controlplane import ControlPlane
 from draxr.faults import STEPS
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 
-from .test_platform import eventually, pod
+from .helpers import Draxr, eventually, pod
+
+# The killed process holds the Lease: keep its expiry short so that the restart leads soon.
+LEASE = ["--lease-duration-seconds", "3", "--renew-deadline-seconds", "2", "--retry-period-seconds", "0.5"]
 
 
-def _start(cp: ControlPlane, scheduler: str, log: Path, crash_after: str | None) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "DRAXR_CRASH_AFTER"}
-    if crash_after:
-        env["DRAXR_CRASH_AFTER"] = crash_after
-    cmd = [
-        sys.executable,
-        "-m",
-        "draxr",
-        "run",
-        "--kubeconfig",
-        str(cp.kubeconfig),
-        "--scheduler-name",
-        scheduler,
-        "--metrics-port",
-        "0",
-        "--health-port",
-        "0",
-        "--backoff-initial-seconds",
-        "0.2",
-        "--release-sweep-seconds",
-        "2",
-        # The killed process holds the Lease: keep its expiry short so that the restart leads soon.
-        "--lease-duration-seconds",
-        "3",
-        "--renew-deadline-seconds",
-        "2",
-        "--retry-period-seconds",
-        "0.5",
-    ]
-    return subprocess.Popen(cmd, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+def _start(cp: ControlPlane, scheduler: str, log: Path, crash_after: str | None) -> Draxr:
+    env = {"DRAXR_CRASH_AFTER": crash_after} if crash_after else {}
+    return Draxr(cp, None, scheduler, log, extra=LEASE, env=env)
 
 
 async def _bound(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
@@ -77,7 +50,7 @@ async def test_sigkill_after_each_write_step(
     try:
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         await kube.create(PODS, pod("p", {f"{names}.example.com/gpu": "1"}, scheduler=scheduler), namespace)
-        rc = await asyncio.get_running_loop().run_in_executor(None, proc.wait, 60)
+        rc = await asyncio.get_running_loop().run_in_executor(None, proc.proc.wait, 60)
         assert rc == -signal.SIGKILL, log.read_text()[-2000:]
 
         proc = _start(control_plane, scheduler, log, crash_after=None)
@@ -98,9 +71,5 @@ async def test_sigkill_after_each_write_step(
         devices = [r["device"] for c in (claim, q_claim) for r in c["status"]["allocation"]["devices"]["results"]]
         assert sorted(devices) == ["gpu-0", "gpu-1"]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        proc.stop()
         await fakedriver.delete(kube, objs)

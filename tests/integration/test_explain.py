@@ -9,8 +9,7 @@ from draxr.devcluster import fakedriver
 from draxr.explain import explain
 from draxr.kube import PODS, Kube
 
-from .test_operator_basics import SCHEDULER, _bound_with_status
-from .test_platform import eventually, pod
+from .helpers import SCHEDULER, bound_with_status, eventually, pod
 
 
 async def test_explain_pending_and_bound(kube: Kube, operator: Operator, namespace: str, names: str) -> None:
@@ -30,7 +29,7 @@ async def test_explain_pending_and_bound(kube: Kube, operator: Operator, namespa
     try:
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         await kube.create(PODS, pod("small", {ext: "1"}, scheduler=SCHEDULER), namespace)
-        await eventually(lambda: _bound_with_status(kube, "small", namespace))
+        await eventually(lambda: bound_with_status(kube, "small", namespace))
         bound_text = await explain(kube, namespace, "small")
         assert f"is bound to node {names}-0" in bound_text
         assert f"{fleet.driver} {names}-0/gpu-0" in bound_text

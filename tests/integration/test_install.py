@@ -10,12 +10,10 @@ the least-privilege ClusterRole. Everything listens on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
-import sys
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import yaml
 
 from draxr.devcluster import fakedriver
 from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options, free_port
+from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -41,37 +39,15 @@ from draxr.kube import (
 
 from . import manifests
 from .clusters import extra_control_plane, service_account_dir
+from .conftest import installed as installed  # the fixture, also under its old path (test_liveness.py)
+from .helpers import NAMESPACE, Draxr, eventually, install, pod
 from .manifests import kubectl
-from .test_platform import eventually, pod
 
-NAMESPACE = "draxr-system"
 SERVICE_ACCOUNT = "draxr"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
 # What a permission problem looks like in the operator's log (ours and the API's).
 REFUSALS = ("forbidden", "api request refused", "not enough permissions", "(403)", '"status": 403')
-
-
-# ---- kubectl -----------------------------------------------------------------------------------
-
-
-def install(cp: ControlPlane) -> subprocess.CompletedProcess[str]:
-    out = manifests.apply(cp)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out
-
-
-def uninstall(cp: ControlPlane) -> None:
-    manifests.delete(cp)
-
-
-@pytest.fixture(scope="session")
-def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProcess[str]]:
-    """The install on the session control plane, shared by the modules that need it (HA test too),
-    removed at the end of the session."""
-    out = install(control_plane)
-    yield out
-    uninstall(control_plane)
 
 
 @pytest.fixture(scope="module")
@@ -87,96 +63,6 @@ def bare_cluster() -> Iterator[ControlPlane]:
 async def bare(bare_cluster: ControlPlane) -> AsyncIterator[Kube]:
     async with await Kube.from_kubeconfig(bare_cluster.kubeconfig) as k:
         yield k
-
-
-# ---- the operator as its Deployment runs it ------------------------------------------------------
-
-
-class Draxr:
-    """``python -m draxr run`` with in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT and a
-    service-account directory) and no kubeconfig anywhere in its environment."""
-
-    def __init__(
-        self,
-        cp: ControlPlane,
-        sa_dir: Path,
-        scheduler: str,
-        log: Path,
-        *,
-        health: bool = False,
-        pod_name: str | None = None,
-        extra: Sequence[str] = (),
-    ) -> None:
-        self.log = log
-        self.health_port = free_port() if health else 0
-        self.metrics_port = free_port() if health else 0
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAXR_", "KUBECONFIG"))}
-        env.update(
-            KUBERNETES_SERVICE_HOST="127.0.0.1",
-            KUBERNETES_SERVICE_PORT=str(cp.ports["api"]),
-            POD_NAME=pod_name or f"{scheduler}-0",
-            POD_NAMESPACE="draxr-system",  # as the Deployment sets it: the leader-election Lease lives there
-        )
-        cmd = [
-            sys.executable,
-            "-m",
-            "draxr",
-            "run",
-            "--serviceaccount-dir",
-            str(sa_dir),
-            "--scheduler-name",
-            scheduler,
-            "--metrics-port",
-            str(self.metrics_port),
-            "--health-port",
-            str(self.health_port),
-            "--bind-address",
-            "127.0.0.1",
-            "--backoff-initial-seconds",
-            "0.2",
-            "--release-sweep-seconds",
-            "2",
-            "--log-format",
-            "json",
-            *extra,
-        ]
-        self._out = log.open("ab")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        finally:
-            self._out.close()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def lines(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-    async def until(self, check: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
-        """``eventually``, failing at once if the operator died, and with its log tail either way."""
-
-        async def alive_check() -> Any:
-            if self.proc.poll() is not None:
-                pytest.fail(f"draxr exited with {self.proc.returncode}:\n{self.text()[-4000:]}")
-            return await check()
-
-        try:
-            return await eventually(alive_check, timeout=timeout)
-        except pytest.fail.Exception as e:
-            pytest.fail(f"{e}\n--- draxr log tail ---\n{self.text()[-4000:]}")
 
 
 def _http_get(port: int, path: str) -> tuple[int, str]:

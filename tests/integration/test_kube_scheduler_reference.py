@@ -12,7 +12,7 @@ from typing import Any
 from draxr.devcluster import fakedriver
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 
-from .test_platform import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, pod
+from .helpers import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, pod
 
 
 async def _bound(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:

@@ -20,9 +20,8 @@ from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import DEVICE_CLASSES, PODS, Kube, Resource
 from draxr.mapping_status import MAPPINGS
 
+from .helpers import SCHEDULER, bound_with_status, eventually, pod
 from .manifests import kubectl
-from .test_operator_basics import SCHEDULER, _bound_with_status
-from .test_platform import eventually, pod
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "extendedresourcemappings.draxr.io.yaml"
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
@@ -119,7 +118,7 @@ async def test_ordered_classes_beat_the_device_class_and_status_counts_the_claim
         got: dict[str, list[str]] = {}
         for p in ("first", "second"):  # one after the other: the first takes class a's devices
             await kube.create(PODS, pod(p, {ext: "2"}, scheduler=SCHEDULER), namespace)
-            bound = await eventually(lambda p=p: _bound_with_status(kube, p, namespace))  # type: ignore[misc]
+            bound = await eventually(lambda p=p: bound_with_status(kube, p, namespace))  # type: ignore[misc]
             claim = await claim_of(kube, bound)
             [request] = claim["spec"]["devices"]["requests"]
             assert set(request["exactly"]) == {"deviceClassName", "allocationMode", "count"}
@@ -203,8 +202,8 @@ async def test_conflict_and_invalid_selector_conditions(
         await kube.create(PODS, pod("bad", {f"{names}.example.com/broken": "1"}, scheduler=SCHEDULER), namespace)
         await kube.create(PODS, pod("good", {ext: "1"}, scheduler=SCHEDULER), namespace)
         await kube.create(PODS, pod("other", {f"{names}.example.com/other": "1"}, scheduler=SCHEDULER), namespace)
-        await eventually(lambda: _bound_with_status(kube, "good", namespace))
-        await eventually(lambda: _bound_with_status(kube, "other", namespace))
+        await eventually(lambda: bound_with_status(kube, "good", namespace))
+        await eventually(lambda: bound_with_status(kube, "other", namespace))
         message = await eventually(lambda: unschedulable(kube, "bad", namespace))
         assert f"ExtendedResourceMapping {broken}" in message
         assert "invalid selector" in message
@@ -213,7 +212,7 @@ async def test_conflict_and_invalid_selector_conditions(
         await kube.patch(MAPPINGS, broken, {"spec": {"selectors": [{"cel": {"expression": "true"}}]}})
         fixed = await eventually(lambda: has(broken, "Ready", "True"), timeout=30)
         assert fixed["observedGeneration"] == 2
-        await eventually(lambda: _bound_with_status(kube, "bad", namespace), timeout=90)
+        await eventually(lambda: bound_with_status(kube, "bad", namespace), timeout=90)
     finally:
         for name in (older, newer, broken):
             await kube.delete_if_exists(MAPPINGS, name)
@@ -245,7 +244,7 @@ async def test_node_selector_limits_dra_to_matching_nodes(
         for p in ("a", "b"):
             await kube.create(PODS, pod(p, {ext: "1"}, scheduler=SCHEDULER), namespace)
         for p in ("a", "b"):
-            bound = await eventually(lambda p=p: _bound_with_status(kube, p, namespace))  # type: ignore[misc]
+            bound = await eventually(lambda p=p: bound_with_status(kube, p, namespace))  # type: ignore[misc]
             assert bound["spec"]["nodeName"] == migrated
         pinned = pod("pinned", {ext: "1"}, scheduler=SCHEDULER)
         pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": legacy}

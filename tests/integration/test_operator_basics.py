@@ -9,20 +9,9 @@ import pytest
 from draxr.app import Operator
 from draxr.devcluster import fakedriver
 from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION
-from draxr.kube import EVENTS, PODS, RESOURCE_CLAIMS, Kube
+from draxr.kube import EVENTS, PODS, Kube
 
-from .test_platform import eventually, pod
-
-SCHEDULER = "draxr"
-
-
-async def _bound_with_status(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
-    p = await kube.get(PODS, name, namespace)
-    return p if p["spec"].get("nodeName") and p.get("status", {}).get("extendedResourceClaimStatus") else None
-
-
-async def _claims(kube: Kube, namespace: str) -> list[dict[str, Any]]:
-    return await kube.list(RESOURCE_CLAIMS, namespace)
+from .helpers import SCHEDULER, bound_with_status, claims_in, eventually, pod
 
 
 def _container(name: str, limits: dict[str, str], restart_policy: str | None = None) -> dict[str, Any]:
@@ -77,8 +66,8 @@ async def test_draxr_writes_what_kube_scheduler_writes(
         outputs = []
         for scheduler in ("default-scheduler", SCHEDULER):
             created = await kube.create(PODS, _shape_pod(SHAPES[shape], resource, scheduler), namespace)
-            bound = await eventually(lambda: _bound_with_status(kube, "same", namespace))
-            [claim] = await _claims(kube, namespace)
+            bound = await eventually(lambda: bound_with_status(kube, "same", namespace))
+            [claim] = await claims_in(kube, namespace)
             outputs.append(_normalise(created, bound, claim))
             await kube.delete(PODS, "same", namespace, gracePeriodSeconds=0)
             await eventually(lambda: _gone(kube, namespace))
@@ -88,7 +77,7 @@ async def test_draxr_writes_what_kube_scheduler_writes(
 
 async def _gone(kube: Kube, namespace: str) -> bool:
     pods = await kube.list(PODS, namespace)
-    return not pods and not await _claims(kube, namespace)
+    return not pods and not await claims_in(kube, namespace)
 
 
 def _normalise(created: dict[str, Any], bound: dict[str, Any], claim: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +121,7 @@ async def test_claim_released_when_pod_completes_and_waiting_pod_gets_the_device
         await kube.create(
             PODS, pod("first", {ext: "2"}, scheduler=SCHEDULER, annotations={RUN_FOR_ANNOTATION: "3s"}), namespace
         )
-        first = await eventually(lambda: _bound_with_status(kube, "first", namespace))
+        first = await eventually(lambda: bound_with_status(kube, "first", namespace))
         claim_name = first["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
         await kube.create(PODS, pod("second", {ext: "2"}, scheduler=SCHEDULER), namespace)
 
@@ -147,9 +136,9 @@ async def test_claim_released_when_pod_completes_and_waiting_pod_gets_the_device
         assert cond["message"].startswith("0/1 nodes are available: 1 cannot allocate all claims")
 
         # The first pod completes (kwok): its claim goes away, the second pod gets the devices.
-        second = await eventually(lambda: _bound_with_status(kube, "second", namespace), timeout=60)
+        second = await eventually(lambda: bound_with_status(kube, "second", namespace), timeout=60)
         assert second["spec"]["nodeName"] == fleet.node_names()[0]
-        names_now = {c["metadata"]["name"] for c in await _claims(kube, namespace)}
+        names_now = {c["metadata"]["name"] for c in await claims_in(kube, namespace)}
         assert claim_name not in names_now
         assert len(names_now) == 1
         events = await kube.list(EVENTS, namespace)

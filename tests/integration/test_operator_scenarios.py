@@ -11,8 +11,7 @@ from draxr.app import Operator
 from draxr.devcluster import fakedriver
 from draxr.kube import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_QUOTAS, ApiException, Kube
 
-from .test_operator_basics import SCHEDULER, _bound_with_status, _claims
-from .test_platform import eventually, exact_request, pod, special_claim
+from .helpers import SCHEDULER, bound_with_status, claims_in, eventually, exact_request, pod, special_claim
 
 
 def _fleet(names: str, **kw: Any) -> fakedriver.Fleet:
@@ -47,11 +46,11 @@ async def test_device_plugin_node_gets_no_claim_dra_node_gets_devices(
             return p if p["spec"].get("nodeName") else None
 
         on_dp = await eventually(dp_bound)
-        on_dra = await eventually(lambda: _bound_with_status(kube, "on-dra", namespace))
+        on_dra = await eventually(lambda: bound_with_status(kube, "on-dra", namespace))
         assert on_dp["spec"]["nodeName"] == dp_node
         assert "extendedResourceClaimStatus" not in on_dp["status"]
         assert on_dra["spec"]["nodeName"] == dra_node
-        [claim] = await _claims(kube, namespace)
+        [claim] = await claims_in(kube, namespace)
         assert claim["metadata"]["ownerReferences"][0]["name"] == "on-dra"
 
 
@@ -64,7 +63,7 @@ async def test_more_than_32_devices_is_unschedulable_with_a_clear_reason(
         cond = await eventually(lambda: _condition(kube, "huge", namespace))
         assert cond["reason"] == "Unschedulable"
         assert "33 devices, more than the 32 allowed in one claim" in cond["message"]
-        assert not await _claims(kube, namespace)
+        assert not await claims_in(kube, namespace)
 
 
 async def test_invalid_cel_in_one_class_does_not_stop_other_pods(
@@ -84,7 +83,7 @@ async def test_invalid_cel_in_one_class_does_not_stop_other_pods(
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         await kube.create(PODS, pod("bad", {f"{names}.example.com/broken": "1"}, scheduler=SCHEDULER), namespace)
         await kube.create(PODS, pod("good", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
-        await eventually(lambda: _bound_with_status(kube, "good", namespace))
+        await eventually(lambda: bound_with_status(kube, "good", namespace))
         cond = await eventually(lambda: _condition(kube, "bad", namespace))
         assert "doesNotExist" in cond["message"]
 
@@ -116,12 +115,12 @@ async def test_stale_claim_of_an_earlier_attempt_is_rolled_back_not_reused(
             RESOURCE_CLAIMS, special_claim(created, [exact_request("container-0-request-0", cls, 1)]), namespace
         )
         await kube.patch(PODS, "p", {"spec": {"schedulingGates": None}}, namespace)
-        bound = await eventually(lambda: _bound_with_status(kube, "p", namespace))
+        bound = await eventually(lambda: bound_with_status(kube, "p", namespace))
         used = bound["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
         assert used != stale["metadata"]["name"]
 
         async def only_used_left() -> bool:
-            return [c["metadata"]["name"] for c in await _claims(kube, namespace)] == [used]
+            return [c["metadata"]["name"] for c in await claims_in(kube, namespace)] == [used]
 
         assert await eventually(only_used_left) is True
 
@@ -149,7 +148,7 @@ async def test_quota_on_extended_and_class_keys_does_not_double_count_the_specia
 
         await eventually(quota_ready)
         await kube.create(PODS, pod("two", {ext: "2"}, scheduler=SCHEDULER), namespace)
-        bound = await eventually(lambda: _bound_with_status(kube, "two", namespace))
+        bound = await eventually(lambda: bound_with_status(kube, "two", namespace))
         assert bound["status"]["extendedResourceClaimStatus"]["requestMappings"][0]["resourceName"] == ext
 
         async def used() -> dict[str, str] | None:
@@ -181,12 +180,12 @@ async def test_pods_deleted_while_being_scheduled_leave_no_claim(
             await kube.delete(PODS, f"short-{i}", namespace, gracePeriodSeconds=0)
 
         async def clean() -> bool:
-            return not await _claims(kube, namespace) and not await kube.list(PODS, namespace)
+            return not await claims_in(kube, namespace) and not await kube.list(PODS, namespace)
 
         assert await eventually(clean, timeout=60) is True
         # Every device is free again: a pod wanting all 4 devices of a node fits.
         await kube.create(PODS, pod("all", {ext: "4"}, scheduler=SCHEDULER), namespace)
-        await eventually(lambda: _bound_with_status(kube, "all", namespace))
+        await eventually(lambda: bound_with_status(kube, "all", namespace))
 
 
 async def test_pending_pod_is_scheduled_when_a_node_appears(
@@ -200,9 +199,9 @@ async def test_pending_pod_is_scheduled_when_a_node_appears(
         await kube.create(PODS, pod("waits", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
         cond = await eventually(lambda: _condition(kube, "waits", namespace))
         assert cond["reason"] == "Unschedulable"
-        assert not await _claims(kube, namespace)
+        assert not await claims_in(kube, namespace)
         await fakedriver.apply(kube, [node_obj])
-        bound = await eventually(lambda: _bound_with_status(kube, "waits", namespace))
+        bound = await eventually(lambda: bound_with_status(kube, "waits", namespace))
         assert bound["spec"]["nodeName"] == node_obj["metadata"]["name"]
     finally:
         await fakedriver.delete(kube, objs)
@@ -214,11 +213,15 @@ async def test_node_deleted_then_its_devices_are_not_used(
     fleet = _fleet(names, dra_nodes=1, devices_per_node=2)
     async with fakedriver.deployed(kube, fleet):
         await kube.delete(NODES, fleet.node_names()[0])
-        await asyncio.sleep(1)  # the watch delivers the deletion
+
+        async def deletion_seen() -> bool:  # the watch delivered it
+            return fleet.node_names()[0] not in operator.state.nodes
+
+        await eventually(deletion_seen)
         await kube.create(PODS, pod("orphan", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER), namespace)
         cond = await eventually(lambda: _condition(kube, "orphan", namespace))
         assert cond["reason"] == "Unschedulable"
-        assert not await _claims(kube, namespace)
+        assert not await claims_in(kube, namespace)
 
 
 async def test_slice_generation_bump_while_pod_is_queued(
@@ -240,8 +243,8 @@ async def test_slice_generation_bump_while_pod_is_queued(
             name=slice_obj["metadata"]["name"],
         )
         await fakedriver.apply(kube, [bigger])
-        bound = await eventually(lambda: _bound_with_status(kube, "big", namespace))
-        [claim] = await _claims(kube, namespace)
+        bound = await eventually(lambda: bound_with_status(kube, "big", namespace))
+        [claim] = await claims_in(kube, namespace)
         results = claim["status"]["allocation"]["devices"]["results"]
         assert [r["device"] for r in results] == ["gpu-0", "gpu-1", "gpu-2"]
         assert bound["spec"]["nodeName"] == node
@@ -276,8 +279,8 @@ async def test_explicit_name_newest_class_wins_and_moving_the_name(
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
 
         async def devices_of(pod_name: str) -> list[str]:
-            bound = await eventually(lambda: _bound_with_status(kube, pod_name, namespace))
-            claims = {c["metadata"]["name"]: c for c in await _claims(kube, namespace)}
+            bound = await eventually(lambda: bound_with_status(kube, pod_name, namespace))
+            claims = {c["metadata"]["name"]: c for c in await claims_in(kube, namespace)}
             claim = claims[bound["status"]["extendedResourceClaimStatus"]["resourceClaimName"]]
             assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] in (
                 old["metadata"]["name"],
@@ -291,7 +294,11 @@ async def test_explicit_name_newest_class_wins_and_moving_the_name(
         current = await kube.get(DEVICE_CLASSES, new["metadata"]["name"])
         del current["spec"]["extendedResourceName"]
         await kube.replace(DEVICE_CLASSES, current)
-        await asyncio.sleep(1)
+
+        async def moved() -> bool:  # the operator's mapping has seen the class change
+            return operator.state.mapping.class_for(ext) == old["metadata"]["name"]
+
+        await eventually(moved)
         await kube.create(PODS, pod("second", {ext: "1"}, scheduler=SCHEDULER), namespace)
         assert await devices_of("second") == ["gpu-0"]  # numa 0: the name moved to the older class
     finally:

@@ -28,64 +28,14 @@ from draxr.kube import (
 
 from .clusters import bound_token
 
-EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
-NO_SCHEDULER = "draxr-test-nobody"  # no scheduler serves it: these tests bind by hand
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.25) -> Any:
-    """Poll ``check`` until it returns a truthy value; fail with its last value after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while loop.time() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    pytest.fail(f"condition not met within {timeout}s; last value: {last!r}")
-
-
-def pod(
-    name: str, resources: dict[str, str], *, scheduler: str = NO_SCHEDULER, annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": dict(annotations or {})},
-        "spec": {
-            "schedulerName": scheduler,
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "registry.invalid/fake:1", "resources": {"limits": resources}}],
-        },
-    }
+# These live in helpers.py; other modules may still import them from here (the old path).
+from .helpers import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, exact_request, pod, special_claim
 
 
 def causes(err: ApiException) -> set[tuple[str, str]]:
     """(reason, field) of each cause in the API's Status body."""
     details = json.loads(err.body).get("details", {})
     return {(c.get("reason", ""), c.get("field", "")) for c in details.get("causes", [])}
-
-
-def special_claim(p: dict[str, Any], requests: list[dict[str, Any]], finalizer: bool = True) -> dict[str, Any]:
-    meta = p["metadata"]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "generateName": f"{meta['name']}-extended-resources-",
-            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True}
-            ],
-            "finalizers": [DELETE_PROTECTION] if finalizer else [],
-        },
-        "spec": {"devices": {"requests": requests}},
-    }
-
-
-def exact_request(name: str, device_class: str, count: int) -> dict[str, Any]:
-    return {"name": name, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}}
 
 
 def allocation(node: str, driver: str, request: str, devices: list[str]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ cluster), the controller releases both within the grace and draxr races it for n
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 
@@ -22,7 +21,7 @@ from draxr.settings import Settings
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator
-from .test_platform import eventually, pod
+from .helpers import eventually, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
 KUBE_SCHEDULER = "default-scheduler"
@@ -194,9 +193,30 @@ async def test_kcm_releases_kube_schedulers_claims_and_draxr_leaves_them(
     assert _kcm_failures(control_plane, own) == []
 
 
-async def test_release_races_the_kcm_controller_without_errors(kube: Kube, operator: Operator, namespace: str) -> None:
+def _sweeps(op: Operator, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """One entry per release sweep the operator starts from now until the test ends."""
+    plan, started = op.release_plan, list[float]()
+    due = plan.due
+
+    def counting(state: ClusterState, now: float) -> list[ClaimAction]:
+        started.append(now)
+        return due(state, now)
+
+    monkeypatch.setattr(plan, "due", counting)
+    return started
+
+
+async def test_release_races_the_kcm_controller_without_errors(
+    kube: Kube, operator: Operator, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = _errors("claim-release")
+    sweeps = _sweeps(operator, monkeypatch)
     _, left = await _run_to_completion(kube, namespace)
     assert left == []
-    await asyncio.sleep(6)  # one more sweep: nothing left to do, nothing retried
+    after = len(sweeps)
+
+    async def one_more_sweep_done() -> bool:  # the next one started, so the one after the run is over
+        return len(sweeps) >= after + 2
+
+    await eventually(one_more_sweep_done, timeout=60)  # nothing left to do, nothing retried
     assert _errors("claim-release") == before

@@ -14,7 +14,7 @@ import copy
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,7 @@ from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
 
 from . import manifests
 from .clusters import service_account_dir
-from .test_install import Draxr
-from .test_platform import eventually
+from .helpers import Draxr, eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 JOBS = Resource("batch", "v1", "jobs", True)
@@ -223,9 +222,29 @@ async def test_pods_naming_a_scheduler_or_asking_for_device_plugin_resources_are
         assert steered(created["mapped"])
 
 
+async def dry_run(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The pod as admission leaves it (mutated or not), created with dryRun=All: nothing is stored."""
+    return await kube.request("POST", PODS.path(namespace), body, query={"dryRun": "All"})
+
+
+async def fail_opens(kube: Kube, webhook: str) -> float:
+    """kube-apiserver's count of calls to ``webhook`` that failed and were let through (failurePolicy
+    Ignore): apiserver_admission_webhook_fail_open_count, from its /metrics."""
+    async with await kube.stream("/metrics") as resp:
+        text = await resp.text()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_admission_webhook_fail_open_count{") and f'name="{webhook}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 @contextlib.asynccontextmanager
-async def webhook_pointed_at(kube: Kube, url: str) -> AsyncIterator[None]:
-    """Point the installed configuration somewhere else for a while (draxr "down")."""
+async def webhook_pointed_at(
+    kube: Kube, url: str, in_use: Callable[[], Awaitable[bool]], back: Callable[[], Awaitable[bool]]
+) -> AsyncIterator[None]:
+    """Point the installed configuration somewhere else for a while (draxr "down"): entered once
+    ``in_use`` says the API server calls the new url, left once ``back`` says it calls draxr again."""
     config = await kube.get(MUTATING_WEBHOOKS, "draxr")
     original = config["webhooks"][0]["clientConfig"]["url"]
 
@@ -238,38 +257,67 @@ async def webhook_pointed_at(kube: Kube, url: str) -> AsyncIterator[None]:
         )
 
     await set_url(url)
-    await asyncio.sleep(1)  # the API server's webhook informer
+    await eventually(in_use, timeout=60)  # the API server's webhook informer has the new url
     try:
         yield
     finally:
         await set_url(original)
-        await asyncio.sleep(1)
+        await eventually(back, timeout=60)
 
 
 async def test_pod_creation_succeeds_unmutated_while_draxr_is_down(
     kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
 ) -> None:
     resource = await mapped(webhook_ready, fleet)
+    [hook] = (await kube.get(MUTATING_WEBHOOKS, "draxr"))["webhooks"]
+    webhook = hook["name"]
+    called: list[bytes] = []  # the first byte of each call the hung webhook got (a TLS ClientHello)
+    release = asyncio.Event()
 
     async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(30)  # accepts, never answers: the API server gives up after timeoutSeconds
+        first = await reader.read(1)
+        if first:
+            called.append(first)
+        await release.wait()  # never answers: the API server gives up after timeoutSeconds
         writer.close()
 
     hung = await asyncio.start_server(hang, "127.0.0.1", 0)
     hung_port = hung.sockets[0].getsockname()[1]
     async with hung, labelled_namespace(kube, f"{names}-on", ENABLED) as ns:
-        # Nothing listening (the process is gone): connection refused.
-        async with webhook_pointed_at(kube, manifests.webhook_url(free_port())):
-            p = await kube.create(PODS, bare_pod("refused", {resource: "1"}), ns)
-            assert p["spec"]["schedulerName"] == "default-scheduler"
-            assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
-        # Hanging (the process is stuck): timeoutSeconds, then admitted unchanged.
-        async with webhook_pointed_at(kube, f"https://127.0.0.1:{hung_port}/mutate-pods"):
-            t0 = time.monotonic()
-            p = await kube.create(PODS, bare_pod("hung", {resource: "1"}), ns)
-            waited = time.monotonic() - t0
-            assert p["spec"]["schedulerName"] == "default-scheduler"
-            assert waited >= 2.5, f"the API server did not wait for the webhook ({waited:.1f}s)"
+        probe = bare_pod("probe", {resource: "1"})
+
+        async def steered_again() -> bool:
+            return steered(await dry_run(kube, ns, probe))
+
+        async def failing_open() -> bool:
+            before = await fail_opens(kube, webhook)
+            admitted = await dry_run(kube, ns, probe)
+            return not steered(admitted) and await fail_opens(kube, webhook) > before
+
+        async def calling_the_hung_one() -> bool:
+            before = len(called)
+            return not steered(await dry_run(kube, ns, probe)) and len(called) > before
+
+        try:
+            # Nothing listening (the process is gone): connection refused, the call fails open.
+            url = manifests.webhook_url(free_port())
+            async with webhook_pointed_at(kube, url, failing_open, steered_again):
+                before = await fail_opens(kube, webhook)
+                p = await kube.create(PODS, bare_pod("refused", {resource: "1"}), ns)
+                assert p["spec"]["schedulerName"] == "default-scheduler"
+                assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
+                assert await fail_opens(kube, webhook) > before  # the API server called, failed, let it in
+            # Hanging (the process is stuck): the API server calls it, gives up after timeoutSeconds,
+            # and admits the pod unchanged.
+            url = f"https://127.0.0.1:{hung_port}/mutate-pods"
+            async with webhook_pointed_at(kube, url, calling_the_hung_one, steered_again):
+                before, calls = await fail_opens(kube, webhook), len(called)
+                p = await kube.create(PODS, bare_pod("hung", {resource: "1"}), ns)
+                assert p["spec"]["schedulerName"] == "default-scheduler"
+                assert len(called) > calls, "the API server did not call the hung webhook"
+                assert await fail_opens(kube, webhook) > before
+        finally:
+            release.set()
         # Back up: steered again.
         back = await kube.create(PODS, bare_pod("back", {resource: "1"}), ns)
         assert steered(back)
@@ -333,7 +381,12 @@ async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_worki
         tasks = [asyncio.create_task(keeper.ensure_loop()), asyncio.create_task(server.serve())]
         try:
             await asyncio.wait_for(keeper.loaded.wait(), 30)
-            await asyncio.sleep(1)  # the API server sees the first caBundle
+
+            async def called_and_trusted() -> bool:  # the API server has the configuration and its caBundle
+                probe = await dry_run(kube, ns, bare_pod("probe", {resource: "1"}))
+                return probe["spec"].get("schedulerName") == "draxr-rotation"
+
+            await eventually(called_and_trusted, timeout=30)
             cas: list[bytes] = []
             bundles: set[str] = set()
             results: list[tuple[str, bool]] = []
@@ -365,21 +418,45 @@ async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_worki
         assert not unsteered, f"{len(unsteered)}/{len(results)} pods admitted unchanged during rotation: {unsteered}"
 
 
+async def peer_certificate(port: int, ca_pem: bytes, host: str) -> x509.Certificate | None:
+    """The certificate served on 127.0.0.1:``port`` to a client that trusts ``ca_pem`` and asks for
+    ``host``; None while nothing serves there or the handshake fails (e.g. not signed by that CA)."""
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=host)
+    except OSError:  # refused, or the TLS handshake failed (ssl.SSLError is an OSError)
+        return None
+    try:
+        return x509.load_der_x509_certificate(writer.get_extra_info("ssl_object").getpeercert(binary_form=True))
+    finally:
+        writer.close()
+
+
 async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespace: str, names: str) -> None:
     """cert-manager's Secret layout (ca.crt, tls.crt, tls.key; no CA key): with --webhook-self-signed
-    false draxr only loads it, and reloads it when it changes."""
+    false draxr only loads it, serves it, and serves the new one when it changes."""
+    port, host = free_port(), "draxr-webhook.x.svc"
     settings = Settings(
-        webhook_port=1, webhook_namespace=namespace, webhook_secret_name=names, webhook_self_signed=False
+        bind_address="127.0.0.1",
+        webhook_port=port,
+        webhook_namespace=namespace,
+        webhook_secret_name=names,
+        webhook_self_signed=False,
     )
     keeper = CertKeeper(kube, settings)
     await keeper.reload_once()
     assert not keeper.loaded.is_set()  # no Secret yet: nothing to serve with
 
     def issued() -> dict[str, str]:
-        planned = certs.plan(None, ["draxr-webhook.x.svc"], datetime.now(UTC), timedelta(days=1), timedelta(days=1))
+        planned = certs.plan(None, [host], datetime.now(UTC), timedelta(days=1), timedelta(days=1))
         assert planned is not None
         data = planned.pki.to_secret_data()
         return {k: data[k] for k in (certs.CA_CRT, certs.TLS_CRT, certs.TLS_KEY)}
+
+    async def serves(data: dict[str, str]) -> bool:
+        """The server presents ``data``'s certificate, which verifies against ``data``'s CA."""
+        peer = await peer_certificate(port, base64.b64decode(data[certs.CA_CRT]), host)
+        return peer == x509.load_pem_x509_certificate(base64.b64decode(data[certs.TLS_CRT]))
 
     first = issued()
     secret = {
@@ -392,11 +469,17 @@ async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespac
     created = await kube.create(SECRETS, secret, namespace)
     await keeper.reload_once()
     assert keeper.loaded.is_set()
-    assert keeper._serving == base64.b64decode(first[certs.TLS_CRT])
-    second = issued()
-    await kube.replace(SECRETS, {**created, "data": second}, namespace)
-    await keeper.reload_once()
-    assert keeper._serving == base64.b64decode(second[certs.TLS_CRT])
+    server = asyncio.create_task(WebhookServer(keeper, settings, lambda: None).serve())
+    try:
+        await eventually(lambda: serves(first), timeout=30)
+        second = issued()
+        await kube.replace(SECRETS, {**created, "data": second}, namespace)
+        await keeper.reload_once()
+        await eventually(lambda: serves(second), timeout=30)
+        assert not await serves(first)
+    finally:
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
 
 
 async def test_a_standby_replica_serves_the_leaders_certificate_and_steers(

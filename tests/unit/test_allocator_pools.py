@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -63,19 +64,34 @@ def test_node_selector_semantics(selector: dict[str, Any], expected: bool) -> No
 
 
 @pytest.mark.parametrize(
-    "selector",
+    ("selector", "message"),
     [
-        term({"key": "region", "operator": "Like", "values": ["r1"]}),
-        term({"key": "region", "operator": "In", "values": []}),
-        term({"key": "region", "operator": "Exists", "values": ["x"]}),
-        term({"key": "size", "operator": "Gt", "values": ["1_0"]}),
-        term({"key": "bad key!", "operator": "Exists"}),
-        term(fields=[{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]),
-        term(fields=[{"key": "metadata.name", "operator": "Exists"}]),
+        (
+            term({"key": "region", "operator": "Like", "values": ["r1"]}),
+            "matchExpressions: unsupported operator 'Like'",
+        ),
+        (
+            term({"key": "region", "operator": "In", "values": []}),
+            "matchExpressions 'region': for 'in', 'notin' operators, values set can't be empty",
+        ),
+        (
+            term({"key": "region", "operator": "Exists", "values": ["x"]}),
+            "matchExpressions 'region': values set must be empty for exists and does not exist",
+        ),
+        (
+            term({"key": "size", "operator": "Gt", "values": ["1_0"]}),
+            "matchExpressions 'size': for 'Gt', 'Lt' operators, the value must be an integer",
+        ),
+        (term({"key": "bad key!", "operator": "Exists"}), "matchExpressions: invalid label key 'bad key!'"),
+        (
+            term(fields=[{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]),
+            "matchFields 'metadata.name': must have one element",
+        ),
+        (term(fields=[{"key": "metadata.name", "operator": "Exists"}]), "matchFields: unsupported operator 'Exists'"),
     ],
 )
-def test_invalid_node_selectors_raise(selector: dict[str, Any]) -> None:
-    with pytest.raises(NodeSelectorError):
+def test_invalid_node_selectors_raise(selector: dict[str, Any], message: str) -> None:
+    with pytest.raises(NodeSelectorError, match=f"^{re.escape(message)}$"):
         selector_matches(selector, N)
 
 

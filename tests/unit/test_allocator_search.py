@@ -335,7 +335,7 @@ def test_per_device_node_selection() -> None:
 
 def test_invalid_node_selector_is_fatal() -> None:
     sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "region", "operator": "Bogus", "values": ["r1"]}]}]}
-    with pytest.raises(AllocationFatalError) as err:
+    with pytest.raises(AllocationFatalError, match="slice s: matchExpressions: unsupported operator 'Bogus'") as err:
         run([slice_("s", DEVS, node_name=None, nodeSelector=sel)], [claim("c", request("r"))])
     assert err.value.kind == FatalKind.INVALID_NODE_SELECTOR
 

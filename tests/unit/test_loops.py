@@ -12,6 +12,8 @@ from draxr import metrics
 from draxr.kube import server_wait
 from draxr.loops import Backoff, GuardedLoop, Kind, LoopFailed, TooManyConflicts, classify, retry_after, retry_conflicts
 
+STOP = "the test stops the loop"  # the only way out of these loops: proves the loop let it through
+
 
 def api_error(status: int, headers: dict[str, str] | None = None) -> ApiException:
     e = ApiException(status=status, reason="test")
@@ -89,14 +91,14 @@ async def test_guarded_loop_survives_transient_errors_and_counts_them() -> None:
             raise errors.pop(0)
         ran.append(1)
         if len(ran) == 3:
-            raise asyncio.CancelledError
+            raise asyncio.CancelledError(STOP)
 
     async def pause() -> None:
         pass
 
     before = {k: _count("t-transient", k) for k in ("connection", "server", "conflict")}
     loop = GuardedLoop("t-transient", backoff=Backoff(0.001, 0.002))
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError, match=STOP):
         await loop.run(step, pause)
     assert len(ran) == 3
     for k in ("connection", "server", "conflict"):
@@ -128,14 +130,14 @@ async def test_guarded_loop_does_not_escalate_transient_errors_however_many() ->
         nonlocal calls
         calls += 1
         if calls == 20:
-            raise asyncio.CancelledError
+            raise asyncio.CancelledError(STOP)
         raise api_error(403)
 
     async def pause() -> None:
         pass
 
     loop = GuardedLoop("t-forbidden", backoff=Backoff(0.0001, 0.0002), escalate_after=2)
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError, match=STOP):
         await loop.run(step, pause)
     assert calls == 20
 
@@ -148,13 +150,13 @@ async def test_a_success_between_bugs_resets_the_escalation() -> None:
         if what == "bug":
             raise KeyError("x")
         if what == "stop":
-            raise asyncio.CancelledError
+            raise asyncio.CancelledError(STOP)
 
     async def pause() -> None:
         pass
 
     loop = GuardedLoop("t-reset", backoff=Backoff(0.0001, 0.0002), escalate_after=3)
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError, match=STOP):
         await loop.run(step, pause)
     assert script == []
 

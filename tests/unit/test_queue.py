@@ -4,6 +4,7 @@ pods until the cluster changes (or a flush interval passes), no pod handed out t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from types import SimpleNamespace
 
 import pytest
@@ -15,21 +16,49 @@ from draxr.queue import SchedulingQueue
 
 
 class Clock:
+    """draxr.queue's clock, and its timed waits on that clock: a wait with a timeout ends when the
+    queue's wake-up event is set or when the test advances the clock past the timeout, never by
+    itself. Records each timeout the queue waits with (None: no timeout)."""
+
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
+        self.waits: list[float | None] = []
+        self.checks = 0  # how often a wait looked at the clock
+        self._ticked = asyncio.Event()
 
     def __call__(self) -> float:
         return self.now
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+        self._ticked.set()
+        self._ticked = asyncio.Event()
+
+    async def wait_for(self, aw: Awaitable[object], timeout: float | None) -> object:
+        """asyncio.wait_for on this clock."""
+        self.waits.append(timeout)
+        task = asyncio.ensure_future(aw)
+        deadline = None if timeout is None else self.now + timeout
+        try:
+            while not task.done():
+                self.checks += 1
+                if deadline is not None and self.now >= deadline:
+                    raise TimeoutError
+                tick = asyncio.ensure_future(self._ticked.wait())
+                await asyncio.wait([task, tick], return_when=asyncio.FIRST_COMPLETED)
+                tick.cancel()
+            return task.result()
+        finally:
+            task.cancel()
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """Replaces only draxr.queue's view of time (the event loop keeps the real clock)."""
+    """Replaces draxr.queue's view of time and its timed waits (the event loop keeps the real clock,
+    but nothing here waits on it)."""
     c = Clock()
     monkeypatch.setattr(draxr.queue, "time", SimpleNamespace(monotonic=c))
+    monkeypatch.setattr(draxr.queue, "asyncio", SimpleNamespace(wait_for=c.wait_for, Event=asyncio.Event))
     return c
 
 
@@ -298,62 +327,110 @@ def test_no_pod_is_handed_out_twice(ops: list[tuple[str, str, int]]) -> None:
         draxr.queue.time = original  # type: ignore[assignment]
 
 
-# --------------------------------------------------------------------------- pop (real time, short)
+# --------------------------------------------------------------------------- pop (on the fake clock)
+
+GUARD = 10.0  # real seconds: only a hang guard, every wait below runs on the fake clock
 
 
-async def test_pop_returns_ready_pod_at_once() -> None:
-    q = queue(initial=0.05)
+async def _settle(q: SchedulingQueue, clock: Clock, waits: int) -> None:
+    """Until pop() waits for the ``waits``-th time (it evaluated the queue again, and waits again)."""
+    for _ in range(1000):
+        if q.waiting and len(clock.waits) >= waits:
+            return
+        await asyncio.sleep(0)
+    pytest.fail(f"pop() did not wait {waits} times: {clock.waits}, waiting={q.waiting}")
+
+
+async def _advance(clock: Clock, seconds: float) -> None:
+    """Advance the clock, and return once the waiting pop() has looked at it."""
+    seen = clock.checks
+    clock.advance(seconds)
+    for _ in range(1000):
+        if clock.checks > seen:
+            return
+        await asyncio.sleep(0)
+    pytest.fail("nothing waited on the clock")
+
+
+async def test_pop_returns_ready_pod_at_once(clock: Clock) -> None:
+    q = queue(initial=5.0)
     q.add("a", 0, "t")
-    assert await asyncio.wait_for(q.pop(lambda: 0), 0.5) == "a"
+    assert await asyncio.wait_for(q.pop(lambda: 0), GUARD) == "a"
+    assert clock.waits == []  # never waited
     assert q.in_flight() == {"a"}
 
 
-async def test_pop_waits_out_the_backoff() -> None:
-    q = queue(initial=0.05, maximum=0.1)
+async def test_pop_waits_out_the_backoff(clock: Clock) -> None:
+    q = queue(initial=5.0, maximum=8.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
     q.failed("a", 0, unschedulable=False)
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    assert await asyncio.wait_for(q.pop(lambda: 0), 1.0) == "a"
-    assert loop.time() - t0 >= 0.04
+    task = asyncio.ensure_future(q.pop(lambda: 0))
+    await _settle(q, clock, 1)
+    assert clock.waits == [pytest.approx(5.0)]  # until the backoff is over, not longer
+    await _advance(clock, 4.999)  # the wait sees it and goes on waiting: no new wait, no hand-out
+    assert not task.done()
+    assert clock.waits == [pytest.approx(5.0)]
+    clock.advance(0.001)
+    assert await asyncio.wait_for(task, GUARD) == "a"
+    assert clock.now == pytest.approx(1005.0)
+    assert clock.waits == [pytest.approx(5.0)]  # one wait, ended by its timeout
 
 
-async def test_pop_wakes_on_add() -> None:
+async def test_pop_wakes_on_add(clock: Clock) -> None:
     q = queue()
     task = asyncio.ensure_future(q.pop(lambda: 0))
-    await asyncio.sleep(0.02)
+    await _settle(q, clock, 1)
+    assert clock.waits == [None]  # nothing can become ready by time alone: no timeout
     assert not task.done()
     q.add("a", 0, "t")
-    assert await asyncio.wait_for(task, 0.5) == "a"
+    assert await asyncio.wait_for(task, GUARD) == "a"
+    assert clock.now == 1000.0
 
 
-async def test_pop_wakes_a_parked_pod_on_cluster_change() -> None:
-    q = queue(initial=0.01, flush=60.0)
+async def test_pop_wakes_a_parked_pod_on_cluster_change(clock: Clock) -> None:
+    q = queue(initial=1.0, flush=60.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
     generation = [1]
     q.failed("a", 1, unschedulable=True)
     task = asyncio.ensure_future(q.pop(lambda: generation[0]))
-    await asyncio.sleep(0.05)
-    assert not task.done()  # backoff over, still parked: nothing changed
+    await _settle(q, clock, 1)
+    assert clock.waits == [pytest.approx(60.0)]  # parked: by time alone, only the flush releases it
     q.cluster_changed()  # a wake-up without a new generation does not release it
-    await asyncio.sleep(0.02)
+    await _settle(q, clock, 2)
+    assert clock.waits[1] == pytest.approx(60.0)
     assert not task.done()
     generation[0] = 2
-    q.cluster_changed()
-    assert await asyncio.wait_for(task, 0.5) == "a"
+    q.cluster_changed()  # released, but its backoff still applies
+    await _settle(q, clock, 3)
+    assert clock.waits[2] == pytest.approx(1.0)
+    assert not task.done()
+    clock.advance(1.0)
+    assert await asyncio.wait_for(task, GUARD) == "a"
+    assert clock.now == pytest.approx(1001.0)
 
 
-async def test_pop_flushes_unresolvable_pod_after_the_interval() -> None:
-    q = queue(initial=0.01, flush=0.08)
+async def test_pop_flushes_unresolvable_pod_after_the_interval(clock: Clock) -> None:
+    q = queue(initial=1.0, flush=30.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
+    generation = [0]
     q.failed("a", 0, unschedulable=True, unresolvable=True)
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    assert await asyncio.wait_for(q.pop(lambda: 0), 1.0) == "a"
-    assert loop.time() - t0 >= 0.07
+    task = asyncio.ensure_future(q.pop(lambda: generation[0]))
+    await _settle(q, clock, 1)
+    assert clock.waits == [pytest.approx(30.0)]
+    generation[0] = 1
+    q.cluster_changed()  # a cluster change does not help an unresolvable pod
+    await _settle(q, clock, 2)
+    assert clock.waits[1] == pytest.approx(30.0)
+    assert not task.done()
+    await _advance(clock, 29.999)  # the wait sees it and goes on waiting
+    assert not task.done()
+    assert len(clock.waits) == 2
+    clock.advance(0.001)
+    assert await asyncio.wait_for(task, GUARD) == "a"
+    assert clock.now == pytest.approx(1030.0)
 
 
 # --------------------------------------------------------------------------- against the old queue

@@ -472,42 +472,69 @@ _EVENTS = st.lists(
         st.sampled_from(["upsert", "remove", "assume", "forget"]),
         st.sampled_from(["a", "b", "c"]),  # pod
         st.sampled_from(["", "n1", "n2"]),  # nodeName (upsert) / node (assume)
-        st.sampled_from(["Pending", "Running", "Succeeded"]),
-        st.integers(1, 3),  # cpu
+        st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]),
+        st.integers(0, 3),  # cpu (0: no cpu request)
+        st.integers(0, 1),  # memory in GiB (0: no memory request)
+        st.integers(1, 6),  # resourceVersion: repeats and goes back (re-lists, late events)
     ),
     max_size=25,
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(events=_EVENTS)
-def test_usage_always_equals_a_recount(events: list[tuple[str, str, str, str, int]]) -> None:
-    """Whatever the order of events, the incremental usage equals a recount from scratch: every
-    non-terminal pod counted once, on its bound node or else on its assumed node."""
+def test_usage_always_equals_a_model_of_the_events(events: list[tuple[str, str, str, str, int, int, int]]) -> None:
+    """Whatever the order of events and of their resourceVersions, the incremental usage equals what
+    a model built from the events alone says: per pod the newest version seen (an older or the same
+    resourceVersion changes nothing; a removed pod is forgotten), every non-terminal pod counted
+    once, on its bound node or else on its assumed node, with upstream's non-zero defaults (100m
+    cpu, 200Mi memory) for what it does not request."""
     s = ClusterState()
     s.upsert_node(node("n1"))
     s.upsert_node(node("n2"))
-    rv = 0
-    for op, name, where, phase, cpu in events:
+    model: dict[str, tuple[int, str, str, int, int]] = {}  # pod -> (rv, nodeName, phase, cpu, GiB)
+    assumed: dict[str, str] = {}  # pod -> node
+    for op, name, where, phase, cpu, gib, rv in events:
         uid = f"uid-{name}"
         if op == "upsert":
-            rv += 1
-            s.upsert_pod(pod(name, node_name=where, phase=phase, requests={"cpu": str(cpu)}, rv=str(rv)))
+            requests = {"cpu": str(cpu)} if cpu else {}
+            if gib:
+                requests["memory"] = f"{gib}Gi"
+            s.upsert_pod(pod(name, node_name=where, phase=phase, requests=requests, rv=str(rv)))
+            if name not in model or rv > model[name][0]:
+                model[name] = (rv, where, phase, cpu, gib)
+                if where:
+                    assumed.pop(name, None)  # the binding is seen: no longer an assumption
         elif op == "remove":
             s.remove_pod(uid)
-        elif op == "assume" and where and uid in s.pods:
+            model.pop(name, None)
+            assumed.pop(name, None)
+        elif op == "assume" and where and name in model:
             s.assume_pod(uid, where)
+            assumed[name] = where
         elif op == "forget":
             s.forget_pod(uid)
+            assumed.pop(name, None)
+
+    assert {uid: (p.node_name, p.phase) for uid, p in s.pods.items()} == {
+        f"uid-{name}": (where, phase) for name, (_, where, phase, _, _) in model.items()
+    }
+    assert s.assumed_nodes == {f"uid-{name}": n for name, n in assumed.items()}
     for n in ("n1", "n2"):
         on_node = [
-            p for p in s.pods.values() if not p.terminal and (p.node_name or s.assumed_nodes.get(p.uid, "")) == n
+            (cpu, gib)
+            for name, (_, where, phase, cpu, gib) in model.items()
+            if phase not in ("Succeeded", "Failed") and (where or assumed.get(name, "")) == n
         ]
+        requested = {
+            "cpu": sum(cpu * 1000 for cpu, _ in on_node),
+            "memory": sum(gib * GiB for _, gib in on_node),
+        }
         u = _usage(s, n)
         assert u.pods == len(on_node)
-        assert u.requested.get("cpu", 0) == sum(p.units.get("cpu", 0) for p in on_node)
-        assert u.nonzero_milli_cpu == sum(p.units.get("cpu", 0) for p in on_node)
-        assert u.nonzero_memory == DEFAULT_MEMORY * len(on_node)
+        assert {k: v for k, v in u.requested.items() if v} == {k: v for k, v in requested.items() if v}
+        assert u.nonzero_milli_cpu == sum(cpu * 1000 or 100 for cpu, _ in on_node)
+        assert u.nonzero_memory == sum(gib * GiB or 200 * 1024 * 1024 for _, gib in on_node)
 
 
 # --------------------------------------------------------------------------- what is kept (memory)
@@ -531,7 +558,7 @@ def test_bound_pod_keeps_its_summary_not_its_object() -> None:
                               claim_name="a-extended-resources-x")))  # fmt: skip
     info = s.pods["uid-a"]
     assert info.obj is None
-    with pytest.raises(PodObjectDropped):
+    with pytest.raises(PodObjectDropped, match="only its summary is kept"):
         _ = info.raw
     # What placement and release read is still there.
     assert (info.node_name, info.claim_name, info.resource_version) == ("n1", "a-extended-resources-x", "2")

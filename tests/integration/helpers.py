@@ -1,0 +1,151 @@
+"""What the integration tests share: polling, the bodies of pods and special claims, and ``draxr run``
+as a subprocess (in-cluster as its Deployment runs it, or with the control plane's kubeconfig)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from draxr.devcluster.controlplane import ControlPlane, free_port
+from draxr.devcluster.process import DraxrProcess, clean_environ, in_cluster
+from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+
+from . import manifests
+
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+NO_SCHEDULER = "draxr-test-nobody"  # no scheduler serves it: these tests bind by hand
+SCHEDULER = "draxr"  # the session operator's (conftest.operator)
+NAMESPACE = "draxr-system"  # the install's namespace: its ServiceAccount, the Lease, the webhook's Secret
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 60.0, interval: float = 0.25) -> Any:
+    """Poll ``check`` until it returns a truthy value; fail with its last value after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while loop.time() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    pytest.fail(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+# ---- bodies --------------------------------------------------------------------------------------
+
+
+def pod(
+    name: str, resources: dict[str, str], *, scheduler: str = NO_SCHEDULER, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": dict(annotations or {})},
+        "spec": {
+            "schedulerName": scheduler,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.invalid/fake:1", "resources": {"limits": resources}}],
+        },
+    }
+
+
+def special_claim(p: dict[str, Any], requests: list[dict[str, Any]], finalizer: bool = True) -> dict[str, Any]:
+    meta = p["metadata"]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": f"{meta['name']}-extended-resources-",
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True}
+            ],
+            "finalizers": [DELETE_PROTECTION] if finalizer else [],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+def exact_request(name: str, device_class: str, count: int) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}}
+
+
+# ---- reading back --------------------------------------------------------------------------------
+
+
+async def bound_with_status(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
+    """The pod once it is bound and its extendedResourceClaimStatus is written, else None."""
+    p = await kube.get(PODS, name, namespace)
+    return p if p["spec"].get("nodeName") and p.get("status", {}).get("extendedResourceClaimStatus") else None
+
+
+async def claims_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    return await kube.list(RESOURCE_CLAIMS, namespace)
+
+
+# ---- the install and the operator as a process ------------------------------------------------------
+
+
+def install(cp: ControlPlane) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply`` of manifests/ (see manifests.py), which must succeed."""
+    out = manifests.apply(cp)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+class Draxr(DraxrProcess):
+    """``python -m draxr run`` with the tests' settings: in-cluster with the ServiceAccount directory
+    ``sa_dir`` as the Deployment's pod (no kubeconfig anywhere in its environment), or, with
+    ``sa_dir=None``, with the control plane's admin kubeconfig. Logs JSON lines to ``log``; metrics
+    and health served on free loopback ports with ``health``; ``env`` is added to its environment."""
+
+    def __init__(
+        self,
+        cp: ControlPlane,
+        sa_dir: Path | None,
+        scheduler: str,
+        log: Path,
+        *,
+        health: bool = False,
+        pod_name: str | None = None,
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] = {},
+    ) -> None:
+        self.health_port = free_port() if health else 0
+        self.metrics_port = free_port() if health else 0
+        args = [
+            "--scheduler-name", scheduler,
+            "--metrics-port", str(self.metrics_port),
+            "--health-port", str(self.health_port),
+            "--bind-address", "127.0.0.1",
+            "--backoff-initial-seconds", "0.2",
+            "--release-sweep-seconds", "2",
+            "--log-format", "json",
+            *extra,
+        ]  # fmt: skip
+        environ = clean_environ() | dict(env)
+        if sa_dir is None:
+            connect = ["--kubeconfig", str(cp.kubeconfig)]
+        else:
+            name = pod_name or f"{scheduler}-0"
+            connect, environ = in_cluster(cp, sa_dir, pod_name=name, namespace=NAMESPACE, environ=environ)
+        super().__init__([*connect, *args], log=log, environ=environ)
+
+    async def until(self, check: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
+        """``eventually``, failing at once if the operator died, and with its log tail either way."""
+
+        async def alive_check() -> Any:
+            if self.proc.poll() is not None:
+                pytest.fail(f"draxr exited with {self.proc.returncode}:\n{self.text()[-4000:]}")
+            return await check()
+
+        try:
+            return await eventually(alive_check, timeout=timeout)
+        except pytest.fail.Exception as e:
+            pytest.fail(f"{e}\n--- draxr log tail ---\n{self.text()[-4000:]}")
