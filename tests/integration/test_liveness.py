@@ -10,6 +10,7 @@ and the process must exit non-zero by itself.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import urllib.error
 import urllib.request
@@ -80,8 +81,8 @@ async def test_a_watch_that_cannot_come_back_fails_liveness_and_ends_the_process
             return body if status == 503 else None
 
         body = await draxr.until(failing, timeout=60)
-        assert "watch pods: no progress for" in body, body
-        assert "(deadline 8s," in body, body
+        # Which watches are stale first depends on when each stream's 3 s ran out; all are refused.
+        assert re.search(r"^watch \w+: no progress for \d+s \(deadline 8s, backing-off\)$", body, re.M), body
 
         async def exited() -> int | None:
             return draxr.proc.poll()
@@ -91,14 +92,14 @@ async def test_a_watch_that_cannot_come_back_fails_liveness_and_ends_the_process
         lines = draxr.lines()
         exits = [line for line in lines if line.get("event") == "liveness failed: exiting"]
         assert exits, draxr.text()[-3000:]
-        assert any("watch pods: no progress" in p for p in exits[0]["problems"]), exits
+        assert any(re.match(r"watch \w+: no progress for", p) for p in exits[0]["problems"]), exits
         # Each refused re-open was counted as a loop error of its watch, kind forbidden.
         refused = [
             line
             for line in lines
             if line.get("event") == "loop step failed, retrying" and line.get("kind") == "forbidden"
         ]
-        assert {line["loop"] for line in refused} >= {"watch-pods", "watch-nodes"}
+        assert len({line["loop"] for line in refused if line["loop"].startswith("watch-")}) >= 2, refused[:5]
         print(f"\n[liveness] binding deleted -> process exited: {time.monotonic() - revoked:.1f}s (code {code})")
     finally:
         if draxr.proc.poll() is None:
