@@ -30,7 +30,7 @@ from draxr.core.allocator import (
 from draxr.core.allocator.builders import claim, device, device_class, node, request, slice_
 from draxr.core.allocator.casegen import generate_case
 from draxr.core.allocator.cases import comparable
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -266,8 +266,10 @@ def test_shared_capacity_stays_within_limits(amounts: list[str], total: str) -> 
     dev = device("shared", allowMultipleAllocations=True, capacity={"memory": total})
     reqs = [request(f"r{i}", "any", capacity={"requests": {"memory": a}}) for i, a in enumerate(amounts)]
     out = Allocator(Inventory([slice_("s", [dev])], [device_class("any")])).allocate(node(), [claim("c", *reqs)])
-    fits = sum(Qty.parse(a).value for a in amounts) <= Qty.parse(total).value
+    fits = sum(Quantity.parse(a).value for a in amounts) <= Quantity.parse(total).value
     assert isinstance(out, Allocated) == fits
     if isinstance(out, Allocated):
-        consumed = sum(Qty.parse(r["consumedCapacity"]["memory"]).value for r in out.results[0]["devices"]["results"])
-        assert consumed <= Qty.parse(total).value
+        consumed = sum(
+            Quantity.parse(r["consumedCapacity"]["memory"]).value for r in out.results[0]["devices"]["results"]
+        )
+        assert consumed <= Quantity.parse(total).value

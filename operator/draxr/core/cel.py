@@ -74,7 +74,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal, Inexact, InvalidOperation
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, Inexact, InvalidOperation
 from functools import lru_cache
 from typing import Any, Final
 
@@ -82,7 +82,13 @@ from cel_expr_python import cel
 
 from draxr.core.cel_check import DYN as _UNCHECKED_OUTPUT
 from draxr.core.cel_check import CheckResult, check_checked_expr, format_issues
-from draxr.core.quantity import parse_quantity
+from draxr.core.limits import (
+    CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
+    INT64_MAX,
+    INT64_MIN,
+    RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE,
+)
+from draxr.core.quantity import as_int64, parse_go_quantity
 from draxr.core.semver import Semver, parse_semver, parse_semver_normalized
 
 __all__ = [
@@ -101,19 +107,16 @@ __all__ = [
 QUANTITY_TAG: Final = "kubernetes.Quantity"
 SEMVER_TAG: Final = "kubernetes.Semver"
 
-# resourceapi.CELSelectorExpressionMaxLength; the API server rejects longer selectors.
-MAX_EXPRESSION_LENGTH: Final = 10 * 1024
-# resourceapi.ResourceSliceMaxAttributeValuesPerDevice: `includes` looks at no more list elements.
-_INCLUDES_MAX_ELEMENTS: Final = 48
+# The API server rejects longer selectors.
+MAX_EXPRESSION_LENGTH: Final = CEL_SELECTOR_EXPRESSION_MAX_LENGTH
+# `includes` looks at no more list elements.
+_INCLUDES_MAX_ELEMENTS: Final = RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE
 # Compiled programs kept; upstream keeps 10, but compiling costs us more than it costs Go.
 _CACHE_SIZE: Final = 256
 # Each retry defaults one more unknown domain to an empty map (see CompiledSelector.matches).
 _MAX_DOMAIN_RETRIES: Final = 8
 # Extra-domain activations kept per device, beyond the plain one.
 _MAX_CACHED_ACTIVATIONS: Final = 16
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 
 
 class CelCompileError(ValueError):
@@ -135,113 +138,10 @@ class InvalidValue:
 # Quantities
 
 
-_SPLIT_RE_STRING: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-_ERR_FORMAT: Final = f"quantities must match the regular expression '{_SPLIT_RE_STRING}'"
-_ERR_SUFFIX: Final = "unable to parse quantity's suffix"
-_DIGITS: Final = frozenset("0123456789")
-_SUFFIX_CHARS: Final = frozenset("eEinumkKMGTP")
-_DEC_SUFFIXES: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BIN_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_NANO: Final = Decimal("1e-9")
 # Exact for anything parsing can produce; rounding only where upstream rounds.
 _EXACT: Final = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 # add/sub: exact, but refuse results that would need absurd precision (1e999999 + 1).
 _ARITH: Final = Context(prec=4096, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation, Inexact])
-
-
-def _scan_quantity(s: str) -> tuple[bool, str, str, str] | None:
-    """apimachinery `parseQuantityString`: (positive, integer digits, fraction digits, suffix), None if malformed."""
-    end = len(s)
-    pos = 0
-    positive = True
-    if s[:1] in ("+", "-"):
-        positive = s[0] == "+"
-        pos = 1
-    while pos < end and s[pos] == "0":
-        pos += 1
-    if pos >= end:
-        return positive, "0", "", ""
-    i = pos
-    while i < end and s[i] in _DIGITS:
-        i += 1
-    num = s[pos:i] or "0"
-    if i >= end:
-        return positive, num, "", ""
-    pos = i
-    denom = ""
-    if s[pos] == ".":
-        pos += 1
-        i = pos
-        while i < end and s[i] in _DIGITS:
-            i += 1
-        denom = s[pos:i]
-        if i >= end:
-            return positive, num, denom, ""
-        pos = i
-    suffix_start = pos
-    i = pos
-    while i < end and s[i] in _SUFFIX_CHARS:
-        i += 1
-    if i < end and s[i] in ("+", "-"):
-        i += 1
-    while i < end and s[i] in _DIGITS:
-        i += 1
-    return (positive, num, denom, s[suffix_start:]) if i >= end else None
-
-
-def _interpret_suffix(suffix: str) -> tuple[int, int, bool] | None:
-    """(base, exponent, is BinarySI) as apimachinery's suffixer interprets it."""
-    if suffix in _DEC_SUFFIXES:
-        return 10, _DEC_SUFFIXES[suffix], False
-    if suffix in _BIN_SUFFIXES:
-        return 2, _BIN_SUFFIXES[suffix], True
-    if len(suffix) > 1 and suffix[0] in "eE":
-        digits = suffix[1:].lstrip("+-")
-        if len(suffix) - 1 - len(digits) > 1 or not digits or not _contains_only_digits(digits):
-            return None
-        exp = int(suffix[1:])
-        if not _INT64_MIN <= exp <= _INT64_MAX:  # strconv.ParseInt(..., 64) fails
-            return None
-        return 10, (exp + 2**31) % 2**32 - 2**31, False  # Go truncates with int32(parsed)
-    return None
-
-
-def _contains_only_digits(s: str) -> bool:
-    return all(c in _DIGITS for c in s)
-
-
-@lru_cache(maxsize=4096)
-def _parse_cel_quantity(s: str) -> Decimal:
-    """apimachinery `ParseQuantity`: exact value, non-zero values rounded up to nano, BinarySI capped at 2^63-1."""
-    if not s:
-        raise ValueError(_ERR_FORMAT)
-    if s == "0":
-        return Decimal(0)
-    scanned = _scan_quantity(s)
-    if scanned is None:
-        raise ValueError(_ERR_FORMAT)
-    positive, num, denom, suffix = scanned
-    interpreted = _interpret_suffix(suffix)
-    if interpreted is None:
-        raise ValueError(_ERR_SUFFIX)
-    base, exp, binary = interpreted
-    try:
-        value = parse_quantity(s)
-    except ValueError:
-        value = None
-    wrapped = suffix not in _DEC_SUFFIXES and suffix not in _BIN_SUFFIXES and exp != int(suffix[1:])
-    if value is None or wrapped:
-        # Spellings draxr.core.quantity rejects but Go accepts ("+", ".", "-.5"), or an int32-wrapped exponent.
-        magnitude = Decimal(f"{num}.{denom or '0'}")
-        magnitude = _EXACT.scaleb(magnitude, exp) if base == 10 else _EXACT.multiply(magnitude, Decimal(2**exp))
-        value = magnitude if positive else -magnitude
-    if value != 0:
-        exponent = value.as_tuple().exponent
-        if isinstance(exponent, int) and exponent < -9:
-            value = value.quantize(_NANO, rounding=ROUND_UP, context=_EXACT)
-    if binary and abs(value) > _INT64_MAX:
-        value = Decimal(_INT64_MAX) if value > 0 else -Decimal(_INT64_MAX)
-    return value
 
 
 def _canonical_decimal(value: Decimal) -> str:
@@ -338,12 +238,12 @@ def _is_less_than(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
 # dict into its own value, so sharing one cached dict is safe.
 @lru_cache(maxsize=4096)
 def _quantity(s: str) -> dict[str, str]:
-    return _quantity_value(_parse_cel_quantity(s))
+    return _quantity_value(parse_go_quantity(s).value)
 
 
 def _is_quantity(s: str) -> bool:
     try:
-        _parse_cel_quantity(s)
+        parse_go_quantity(s)
     except (ValueError, ArithmeticError):
         return False
     return True
@@ -354,19 +254,12 @@ def _sign(q: Mapping[str, str]) -> int:
     return (v > 0) - (v < 0)
 
 
-def _int64_of(v: Decimal) -> int | None:
-    # Range first: to_integral_value of 1e999999999 would be enormous.
-    if not _INT64_MIN <= v <= _INT64_MAX or v != v.to_integral_value(context=_EXACT):
-        return None
-    return int(v)
-
-
 def _is_integer(q: Mapping[str, str]) -> bool:
-    return _int64_of(_quantity_arg("isInteger", q)) is not None
+    return as_int64(_quantity_arg("isInteger", q)) is not None
 
 
 def _as_integer(q: Mapping[str, str]) -> int:
-    v = _int64_of(_quantity_arg("asInteger", q))
+    v = as_int64(_quantity_arg("asInteger", q))
     if v is None:
         raise ValueError("cannot convert value to integer")
     return v
@@ -628,7 +521,7 @@ def _value_for_cel(value: Any, what: str) -> Any:
     if isinstance(value, bool | str):
         return value
     if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not INT64_MIN <= value <= INT64_MAX:
             raise CelRuntimeError(f"{what}: integer {value} does not fit int64")
         return value
     if isinstance(value, Semver):
@@ -653,11 +546,11 @@ def _capacity_for_cel(value: Any, what: str) -> dict[str, str]:
         return _quantity_value(Decimal(value))
     if isinstance(value, Mapping) and "value" in value:  # a raw v1 DeviceCapacity
         return _capacity_for_cel(value["value"], what)
-    inner = getattr(value, "value", None)  # e.g. the allocator's Qty, which carries an exact Decimal
+    inner = getattr(value, "value", None)  # e.g. a draxr.core.quantity.Quantity, which carries an exact Decimal
     if isinstance(inner, Decimal):
         return _capacity_for_cel(inner, what)
     try:
-        return _quantity_value(_parse_cel_quantity(str(value)))
+        return _quantity_value(parse_go_quantity(str(value)).value)
     except (ValueError, ArithmeticError) as exc:
         raise CelRuntimeError(f"{what}: invalid quantity {value!r}: {exc}") from None
 
@@ -763,7 +656,7 @@ def _capacity_value(raw: Any) -> Decimal | InvalidValue:
         return value
     text = str(value).strip()  # JSON decoding of a Quantity trims spaces
     try:
-        return _parse_cel_quantity(text)
+        return parse_go_quantity(text).value
     except (ValueError, ArithmeticError) as exc:
         return InvalidValue(f"invalid quantity {value!r}: {exc}")
 

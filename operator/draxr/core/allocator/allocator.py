@@ -26,14 +26,14 @@ from draxr.core.allocator.model import DeviceId, DeviceInfo, SliceInfo
 from draxr.core.allocator.nodeselector import NodeSelectorError, node_matches
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, FatalKind, NodeFailure, NoFit
 from draxr.core.allocator.pools import Pool, PoolId
-from draxr.core.allocator.qty import Qty
 from draxr.core.allocator.requests import ALL, EXACT_COUNT, ClassInfo, RequestInfo, claim_ref, parse_request
 from draxr.core.allocator.result import DeviceResult, build_result
 from draxr.core.allocator.state import AllocatedState
+from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE
+from draxr.core.quantity import Quantity
 
-__all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "Allocator", "Stats"]
+__all__ = ["Allocator", "Stats"]
 
-ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 MATCH_CACHE_LIMIT = 500_000  # cross-call cache entries before starting over
 
 
@@ -180,7 +180,7 @@ class _Run:
         self.constraints: list[list[Constraint]] = []
         self.match_cache: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.allocating_devices: dict[DeviceId, set[int]] = {}
-        self.allocating_capacity: dict[DeviceId, dict[str, Qty]] = {}
+        self.allocating_capacity: dict[DeviceId, dict[str, Quantity]] = {}
         self.consumed_counters: dict[PoolId, _Counters] = {}
         self.results: list[list[DeviceResult]] = [[] for _ in self.claims]
         self.deepest: tuple[int, int] = (0, 0)
@@ -720,7 +720,7 @@ class _Run:
         added: list[Constraint] = []
 
         def rollback(
-            marked: bool, cap_inserted: dict[str, Qty] | None, cap_existed: bool, result_len: int | None
+            marked: bool, cap_inserted: dict[str, Quantity] | None, cap_existed: bool, result_len: int | None
         ) -> None:
             if result_len is not None:
                 del self.results[ci][result_len:]
@@ -756,9 +756,9 @@ class _Run:
             self.allocating_devices.setdefault(did, set()).add(ci)
             marked = True
 
-        consumed: dict[str, Qty] = {}
+        consumed: dict[str, Quantity] = {}
         share_id: str | None = None
-        cap_inserted: dict[str, Qty] | None = None
+        cap_inserted: dict[str, Quantity] | None = None
         cap_existed = False
         if self.f.consumable_capacity:
             try:
@@ -811,7 +811,7 @@ class _Run:
 
     # -- consumable capacity bookkeeping (ConsumedCapacityCollection) -------------------------
 
-    def _capacity_insert(self, did: DeviceId, consumed: Mapping[str, Qty]) -> None:
+    def _capacity_insert(self, did: DeviceId, consumed: Mapping[str, Quantity]) -> None:
         entry = self.allocating_capacity.get(did)
         if entry is None:
             self.allocating_capacity[did] = dict(consumed)
@@ -819,7 +819,7 @@ class _Run:
         for name, q in consumed.items():
             entry[name] = entry[name] + q if name in entry else q
 
-    def _capacity_remove(self, did: DeviceId, consumed: Mapping[str, Qty]) -> None:
+    def _capacity_remove(self, did: DeviceId, consumed: Mapping[str, Quantity]) -> None:
         entry = self.allocating_capacity.get(did)
         if entry is None:
             return

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from draxr.core.allocator.model import DeviceInfo, SliceInfo
 from draxr.core.allocator.outcomes import AllocationFatalError, FatalKind
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 if TYPE_CHECKING:
     from draxr.core.allocator.allocator import _Run
@@ -35,7 +35,7 @@ class DeviceResult:
     device: DeviceInfo
     slice: SliceInfo
     share_id: str | None
-    consumed_capacity: dict[str, Qty] | None
+    consumed_capacity: dict[str, Quantity] | None
     admin_access: bool
     tolerations: Any
 
