@@ -18,7 +18,9 @@ from decimal import Decimal
 from typing import Any
 
 import draxr.core.cel as cel
-from draxr.core.allocator import capacity as cap
+from draxr.core.allocator import consumable_capacity as cap
+from draxr.core.allocator.allocated_devices import AllocatedState
+from draxr.core.allocator.claim_requests import ALL, EXACT_COUNT, ClassInfo, RequestInfo, claim_ref, parse_request
 from draxr.core.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from draxr.core.allocator.features import DEFAULT_FEATURES, Features, check_supported
 from draxr.core.allocator.inventory import Inventory, MatchOutcome
@@ -26,9 +28,7 @@ from draxr.core.allocator.model import DeviceId, DeviceInfo, SliceInfo
 from draxr.core.allocator.nodeselector import NodeSelectorError, node_matches
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, FatalKind, NodeFailure, NoFit
 from draxr.core.allocator.pools import Pool, PoolId
-from draxr.core.allocator.requests import ALL, EXACT_COUNT, ClassInfo, RequestInfo, claim_ref, parse_request
 from draxr.core.allocator.result import DeviceResult, build_result
-from draxr.core.allocator.state import AllocatedState
 from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE
 from draxr.core.quantity import Quantity
 
