@@ -28,7 +28,7 @@ from draxr.core.allocator.model import DeviceId, DeviceInfo, SliceInfo
 from draxr.core.allocator.nodeselector import NodeSelectorError, node_matches
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, FatalKind, NodeFailure, NoFit
 from draxr.core.allocator.pools import Pool, PoolId
-from draxr.core.allocator.result import DeviceResult, build_result
+from draxr.core.allocator.result import ChosenRequest, DeviceResult, build_result
 from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE
 from draxr.core.quantity import Quantity
 
@@ -209,9 +209,28 @@ class _Run:
             return NoFit(self._no_fit_reason())
         return Allocated(
             tuple(
-                build_result(self, ci, claim, self.results[ci], self.node_name) for ci, claim in enumerate(self.claims)
+                build_result(
+                    claim,
+                    self._chosen_requests(ci, claim),
+                    self.results[ci],
+                    self.node_name,
+                    claim_ref=self.claim_refs[ci],
+                    binding_conditions=self.f.device_binding_and_status,
+                )
+                for ci, claim in enumerate(self.claims)
             )
         )
+
+    def _chosen_requests(self, ci: int, claim: Mapping[str, Any]) -> list[ChosenRequest]:
+        chosen: list[ChosenRequest] = []
+        for ri, raw in enumerate(self._requests(claim)):
+            rd = self.request_data[(ci, ri, 0)]
+            sub = None
+            if rd.parent is not None:
+                rd = self.request_data[(ci, ri, rd.selected_sub)]
+                sub = rd.request_name()
+            chosen.append(ChosenRequest(str(raw.get("name", "")), sub, rd.class_))
+        return chosen
 
     def _no_fit_reason(self) -> str:
         ci, ri = self.deepest
