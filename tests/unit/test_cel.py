@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draxr.core import cel
 from draxr.core.cel import (
     CelCompileError,
     CelRuntimeError,
@@ -26,7 +25,8 @@ from draxr.core.cel import (
     compile_selector,
     device_view,
 )
-from draxr.core.cel_check import check_checked_expr
+from draxr.core.cel.check import check_checked_expr
+from draxr.core.cel.selector import _CACHE, _CACHE_SIZE, _ENV
 from draxr.core.quantity import parse_go_quantity
 from draxr.core.semver import Semver, parse_semver, parse_semver_normalized
 
@@ -57,7 +57,7 @@ def _eval(expression: str, dev: DeviceView = EMPTY) -> bool:
 # ---------------------------------------------------------------------------------------------
 # compile_test.go, ported. (name, expression, device, expected): expected is True/False, or
 # ("compile", substring) / ("match", substring) for errors. Cases that need the NewExpressions
-# environment or the runtime cost limit are not ported (see the module docstring of cel.py).
+# environment or the runtime cost limit are not ported (see the docstring of draxr.core.cel).
 
 _ATTRS_ALL = {
     "bool": {"bool": True},
@@ -553,7 +553,7 @@ def test_compile_cache_is_bounded() -> None:
     first = compile_selector('device.driver == "evict-0"')
     for i in range(1, 300):
         compile_selector(f'device.driver == "evict-{i}"')
-    assert len(cel._CACHE) <= cel._CACHE_SIZE
+    assert len(_CACHE) <= _CACHE_SIZE
     assert compile_selector('device.driver == "evict-0"') is not first
 
 
@@ -912,7 +912,7 @@ def test_libraries_outside_the_kubernetes_environment_are_not_enabled(expression
 
 
 # ---------------------------------------------------------------------------------------------
-# What upstream's type checker rejects and cel-cpp does not (draxr.core.cel_check). Expected
+# What upstream's type checker rejects and cel-cpp does not (draxr.core.cel.check). Expected
 # messages are the first line of what k8s.io/dynamic-resource-allocation v0.37.2
 # (cel-go v0.29.2) reports for the same expression.
 
@@ -1137,8 +1137,8 @@ def test_upstream_accepts(expression: str, expected: bool) -> None:
     ],
 )
 def test_checked_expr_types_are_upstreams(expression: str, upstream_type: str) -> None:
-    # cel-cpp compiles with draxr's looser declarations; cel_check recomputes upstream's types
-    checked = check_checked_expr(cel._ENV.compile(expression).serialize())
+    # cel-cpp compiles with draxr's looser declarations; cel.check recomputes upstream's types
+    checked = check_checked_expr(_ENV.compile(expression).serialize())
     assert str(checked.output_type) == upstream_type
 
 
