@@ -137,9 +137,6 @@ class AllocationTracker:
     def forget(self, key: str) -> None:
         self._set(self._assumed, key, None)
 
-    def is_assumed(self, key: str) -> bool:
-        return key in self._assumed
-
     # -- internals ----------------------------------------------------------------------------
 
     def _effective(self, key: str) -> _Contribution | None:
