@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -83,20 +84,14 @@ def small_world(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+def _allocated_claim(name: str, devices: Iterable[str]) -> dict[str, Any]:
+    """A claim holding these devices of driver-a/pool-1."""
+    results = [{"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d} for d in devices]
+    return claim(name, allocation={"devices": {"results": results}})
+
+
 def _run(world: dict[str, Any], fast_path: bool = True) -> Any:
-    allocated = [
-        claim(
-            "old",
-            allocation={
-                "devices": {
-                    "results": [
-                        {"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d}
-                        for d in world["allocated"]
-                    ]
-                }
-            },
-        )
-    ]
+    allocated = [_allocated_claim("old", world["allocated"])]
     inv = Inventory(world["slices"], world["classes"])
     return Allocator(inv, allocated_state_from_claims(allocated), fast_path=fast_path).allocate(
         node(), [world["claim"]]
@@ -227,19 +222,7 @@ def partitioned_world(draw: st.DrawFn) -> dict[str, Any]:
 @given(partitioned_world())
 def test_counters_never_exceed_their_sets(world: dict[str, Any]) -> None:
     slices = [slice_("a", None, count=2, sharedCounters=world["sets"]), slice_("b", world["devices"], count=2)]
-    allocated = [
-        claim(
-            "o",
-            allocation={
-                "devices": {
-                    "results": [
-                        {"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d}
-                        for d in world["allocated"]
-                    ]
-                }
-            },
-        )
-    ]
+    allocated = [_allocated_claim("o", world["allocated"])]
     out = Allocator(Inventory(slices, [device_class("any")]), allocated_state_from_claims(allocated)).allocate(
         node(), [claim("c", request("r", "any", world["count"]))]
     )

@@ -377,10 +377,7 @@ class _Run:
                                     None, req.capacity_requests, dev.capacity, None, self.f.fractional_capacity_range
                                 )
                             except cap.CapacityError as exc:
-                                raise AllocationFatalError(
-                                    f"claim {ref}, request {req.name}: checking capacity for device {dev.name}: {exc}",
-                                    FatalKind.CAPACITY,
-                                ) from exc
+                                raise _capacity_error(ref, req, "checking capacity", dev.name, exc) from exc
                             if not ok:
                                 continue
                         rd.all_devices.append((dev, slice_, pool))
@@ -682,10 +679,8 @@ class _Run:
                         try:
                             ok = self._fits(req, dev)
                         except cap.CapacityError as exc:
-                            raise AllocationFatalError(
-                                f"claim {self.claim_refs[ci]}, request {req.name}: checking capacity for device "
-                                f"{'/'.join(dev.id)}: {exc}",
-                                FatalKind.CAPACITY,
+                            raise _capacity_error(
+                                self.claim_refs[ci], req, "checking capacity", "/".join(dev.id), exc
                             ) from exc
                         if not ok:
                             continue
@@ -784,11 +779,7 @@ class _Run:
                 ok = self._fits(req, dev)
             except cap.CapacityError as exc:
                 rollback(marked, None, False, None)
-                raise AllocationFatalError(
-                    f"claim {self.claim_refs[ci]}, request {req.name}: rechecking capacity for device "
-                    f"{'/'.join(did)}: {exc}",
-                    FatalKind.CAPACITY,
-                ) from exc
+                raise _capacity_error(self.claim_refs[ci], req, "rechecking capacity", "/".join(did), exc) from exc
             if not ok:
                 rollback(marked, None, False, None)
                 return None
@@ -799,10 +790,8 @@ class _Run:
                     )
                 except cap.CapacityError as exc:
                     rollback(marked, None, False, None)
-                    raise AllocationFatalError(
-                        f"claim {self.claim_refs[ci]}, request {req.name}: computing consumed capacity for device "
-                        f"{'/'.join(did)}: {exc}",
-                        FatalKind.CAPACITY,
+                    raise _capacity_error(
+                        self.claim_refs[ci], req, "computing consumed capacity", "/".join(did), exc
                     ) from exc
                 share_id = self.o._share_id()
                 cap_existed = did in self.allocating_capacity
@@ -891,6 +880,12 @@ class _Run:
             target = consumed[cs_name]
             for n, q in counters:
                 target[n] -= q.value
+
+
+def _capacity_error(claim: str, req: RequestInfo, doing: str, device: str, exc: Exception) -> AllocationFatalError:
+    return AllocationFatalError(
+        f"claim {claim}, request {req.name}: {doing} for device {device}: {exc}", FatalKind.CAPACITY
+    )
 
 
 def _taint_prevents(dev: DeviceInfo, req: RequestInfo) -> bool:

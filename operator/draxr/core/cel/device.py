@@ -10,7 +10,7 @@ here rather than upstream's `kubernetes.DRADevice` object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -118,6 +118,17 @@ def _split_qualified(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+def _by_domain(raw: Mapping[str, Any] | None, driver: str, convert: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
+    """Values grouped by domain, converted; the fully qualified spelling of a name wins over the short one."""
+    groups: dict[str, dict[str, Any]] = {}
+    for name, value in (raw or {}).items():
+        domain, ident = _split_qualified(str(name), driver)
+        ids = groups.setdefault(domain, {})
+        if ident not in ids or "/" in str(name):
+            ids[ident] = convert(value)
+    return groups
+
+
 def _attribute_value(raw: Any) -> Any:
     """A v1 DeviceAttribute dict as upstream's getAttributeValue converts it (lists always converted, as in 1.37)."""
     if not isinstance(raw, Mapping):
@@ -161,23 +172,11 @@ def device_view(driver: str, device: Mapping[str, Any]) -> DeviceView:
     Attribute and capacity names without a domain go under the driver's domain; when a device
     spells the same attribute both ways, the fully qualified spelling wins (upstream: random).
     """
-    attributes: dict[str, dict[str, Any]] = {}
-    for name, raw in (device.get("attributes") or {}).items():
-        domain, ident = _split_qualified(str(name), driver)
-        ids = attributes.setdefault(domain, {})
-        if ident not in ids or "/" in str(name):
-            ids[ident] = _attribute_value(raw)
-    capacity: dict[str, dict[str, Any]] = {}
-    for name, raw in (device.get("capacity") or {}).items():
-        domain, ident = _split_qualified(str(name), driver)
-        ids = capacity.setdefault(domain, {})
-        if ident not in ids or "/" in str(name):
-            ids[ident] = _capacity_value(raw)
     multi = device.get("allowMultipleAllocations", device.get("allow_multiple_allocations"))
     return DeviceView(
         driver=driver,
-        attributes=attributes,
-        capacity=capacity,
+        attributes=_by_domain(device.get("attributes"), driver, _attribute_value),
+        capacity=_by_domain(device.get("capacity"), driver, _capacity_value),
         allow_multiple_allocations=bool(multi),
         name=str(device.get("name") or ""),
     )
