@@ -34,7 +34,7 @@ from draxr.core.allocator import (
 from draxr.core.allocator.builders import claim, device, device_class, node, request, slice_
 from draxr.core.allocator.casegen import generate_case
 from draxr.core.allocator.cases import comparable
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -109,20 +109,14 @@ def small_world(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+def _allocated_claim(name: str, devices: Iterable[str]) -> dict[str, Any]:
+    """A claim holding these devices of driver-a/pool-1."""
+    results = [{"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d} for d in devices]
+    return claim(name, allocation={"devices": {"results": results}})
+
+
 def _run(world: dict[str, Any], fast_path: bool = True) -> Any:
-    allocated = [
-        claim(
-            "old",
-            allocation={
-                "devices": {
-                    "results": [
-                        {"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d}
-                        for d in world["allocated"]
-                    ]
-                }
-            },
-        )
-    ]
+    allocated = [_allocated_claim("old", world["allocated"])]
     inv = Inventory(world["slices"], world["classes"])
     return Allocator(inv, allocated_state_from_claims(allocated), fast_path=fast_path).allocate(
         node(), [world["claim"]]
@@ -274,19 +268,7 @@ def test_counters_allocate_exactly_when_some_choice_fits(world: dict[str, Any]) 
     """Allocated exactly when a brute-force search finds free devices that fit the counter sets, and
     then with picks that fit them: never more than a counter set holds, counting what is allocated."""
     slices = [slice_("a", None, count=2, sharedCounters=world["sets"]), slice_("b", world["devices"], count=2)]
-    allocated = [
-        claim(
-            "o",
-            allocation={
-                "devices": {
-                    "results": [
-                        {"request": "x", "driver": "driver-a", "pool": "pool-1", "device": d}
-                        for d in world["allocated"]
-                    ]
-                }
-            },
-        )
-    ]
+    allocated = [_allocated_claim("o", world["allocated"])]
     out = Allocator(Inventory(slices, [device_class("any")]), allocated_state_from_claims(allocated)).allocate(
         node(), [claim("c", request("r", "any", world["count"]))]
     )
@@ -308,8 +290,10 @@ def test_shared_capacity_stays_within_limits(amounts: list[str], total: str) -> 
     dev = device("shared", allowMultipleAllocations=True, capacity={"memory": total})
     reqs = [request(f"r{i}", "any", capacity={"requests": {"memory": a}}) for i, a in enumerate(amounts)]
     out = Allocator(Inventory([slice_("s", [dev])], [device_class("any")])).allocate(node(), [claim("c", *reqs)])
-    fits = sum(Qty.parse(a).value for a in amounts) <= Qty.parse(total).value
+    fits = sum(Quantity.parse(a).value for a in amounts) <= Quantity.parse(total).value
     assert isinstance(out, Allocated) == fits
     if isinstance(out, Allocated):
-        consumed = sum(Qty.parse(r["consumedCapacity"]["memory"]).value for r in out.results[0]["devices"]["results"])
-        assert consumed <= Qty.parse(total).value
+        consumed = sum(
+            Quantity.parse(r["consumedCapacity"]["memory"]).value for r in out.results[0]["devices"]["results"]
+        )
+        assert consumed <= Quantity.parse(total).value

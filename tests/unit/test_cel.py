@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from draxr.core import cel
 from draxr.core.cel import (
     CelCompileError,
     CelRuntimeError,
@@ -27,7 +26,9 @@ from draxr.core.cel import (
     compile_selector,
     device_view,
 )
-from draxr.core.cel_check import check_checked_expr
+from draxr.core.cel.check import check_checked_expr
+from draxr.core.cel.selector import _CACHE, _CACHE_SIZE, _ENV
+from draxr.core.quantity import parse_go_quantity
 from draxr.core.semver import Semver, parse_semver, parse_semver_normalized
 
 DRIVER = "dra.example.com"
@@ -57,7 +58,7 @@ def _eval(expression: str, dev: DeviceView = EMPTY) -> bool:
 # ---------------------------------------------------------------------------------------------
 # compile_test.go, ported. (name, expression, device, expected): expected is True/False, or
 # ("compile", substring) / ("match", substring) for errors. Cases that need the NewExpressions
-# environment or the runtime cost limit are not ported (see the module docstring of cel.py).
+# environment or the runtime cost limit are not ported (see the docstring of draxr.core.cel).
 
 _ATTRS_ALL = {
     "bool": {"bool": True},
@@ -553,7 +554,7 @@ def test_compile_cache_is_bounded() -> None:
     first = compile_selector('device.driver == "evict-0"')
     for i in range(1, 300):
         compile_selector(f'device.driver == "evict-{i}"')
-    assert len(cel._CACHE) <= cel._CACHE_SIZE
+    assert len(_CACHE) <= _CACHE_SIZE
     assert compile_selector('device.driver == "evict-0"') is not first
 
 
@@ -699,6 +700,12 @@ def test_view_is_reused_across_selectors() -> None:
         'quantity("1.") == quantity("1") && quantity(".5") == quantity("500m") && quantity("007") == quantity("7")',
         'quantity("1e-3") == quantity("1m") && quantity("1u") == quantity("1000n")',
         'quantity("1e4294967296") == quantity("1")',  # Go truncates the exponent with int32()
+        'quantity("-83e-2147483649") == quantity("-830e2147483646")',  # truncated to 2^31-1
+        # exact beyond the 28 digits of Python's default decimal context, negative too
+        'quantity("-45141102489088085293.6663927213e9223372036854775807") == '
+        'quantity("-4514110248908808529.366639273")',
+        # without digits Go reads 0 on its int64 fast path, and fails where inf.Dec must read the number
+        'isQuantity("Ti") && isQuantity("e-9") && !isQuantity("Pi") && !isQuantity("Ei") && !isQuantity("e-10")',
         'quantity("1e999999").isGreaterThan(quantity("8Ei"))',
         'quantity("1e999999").asApproximateFloat() > 1e300',
     ],
@@ -725,7 +732,7 @@ PARSE_INVALID = ["1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.0
 
 @pytest.mark.parametrize(("text", "plain"), PARSE_TABLE)
 def test_quantity_parse_table(text: str, plain: str) -> None:
-    assert cel._parse_cel_quantity(text) == Decimal(plain)
+    assert parse_go_quantity(text).value == Decimal(plain)
     assert _eval(f'quantity("{text}") == quantity("{Decimal(plain):f}")')
 
 
@@ -740,6 +747,8 @@ def test_quantity_parse_invalid(text: str) -> None:
         ('quantity("10Mo") == quantity("1")', "quantities must match the regular expression"),
         ('quantity("10Mm") == quantity("1")', "unable to parse quantity's suffix"),
         ('quantity("1e") == quantity("1")', "unable to parse quantity's suffix"),
+        ('quantity("1e9223372036854775808") == quantity("1")', "unable to parse quantity's suffix"),
+        ('quantity("Pi") == quantity("0")', "unable to parse numeric part of quantity"),
         ('quantity("") == quantity("1")', "quantities must match"),
         ('quantity(" 1") == quantity("1")', "quantities must match"),
         ('quantity("9999999999999999999999999999999999999G").asInteger() == 1', "cannot convert value to integer"),
@@ -920,7 +929,7 @@ def test_libraries_outside_the_kubernetes_environment_are_not_enabled(expression
 
 
 # ---------------------------------------------------------------------------------------------
-# What upstream's type checker rejects and cel-cpp does not (draxr.core.cel_check). Expected
+# What upstream's type checker rejects and cel-cpp does not (draxr.core.cel.check). Expected
 # messages are the first line of what k8s.io/dynamic-resource-allocation v0.37.2
 # (cel-go v0.29.2) reports for the same expression.
 
@@ -1178,8 +1187,8 @@ def test_unchecked_fallback_still_fails_non_bool_results_at_runtime() -> None:
     ],
 )
 def test_checked_expr_types_are_upstreams(expression: str, upstream_type: str) -> None:
-    # cel-cpp compiles with draxr's looser declarations; cel_check recomputes upstream's types
-    checked = check_checked_expr(cel._ENV.compile(expression).serialize())
+    # cel-cpp compiles with draxr's looser declarations; cel.check recomputes upstream's types
+    checked = check_checked_expr(_ENV.compile(expression).serialize())
     assert str(checked.output_type) == upstream_type
 
 

@@ -115,6 +115,30 @@ def test_parse_rejects_unrepresentable_exponent() -> None:
         parse_quantity("1e99999999999999999999")
 
 
+@pytest.mark.parametrize("text", ["1e9223372036854775808", "1e-9223372036854775809"])
+def test_parse_rejects_exponents_beyond_int64(text: str) -> None:
+    # ParseQuantity reads the exponent with strconv.ParseInt(…, 10, 64): ErrSuffix beyond int64
+    with pytest.raises(ValueError, match="invalid quantity"):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1e4294967296", "1"),  # 2^32 -> 0
+        ("2e4294967299", "2000"),  # 2^32 + 3 -> 3
+        ("1e9223372036854775807", "0.1"),  # 2^63 - 1 -> -1
+        ("1e-9223372036854775808", "1"),  # -2^63 -> 0
+        ("1e2147483647", "1e2147483647"),  # int32 bounds: as written
+        ("1e-2147483648", "1e-2147483648"),
+    ],
+)
+def test_parse_truncates_the_exponent_to_int32_like_go(text: str, expected: str) -> None:
+    # Go: int32(parsed). The API server keeps such spellings ("1e4294967296" is stored as
+    # written, apimachinery v0.37.2 reads it as 1), so objects read can hold them.
+    assert parse_quantity(text) == Decimal(expected)  # Decimal ==: exact, without building 10**2147483647
+
+
 @pytest.mark.parametrize("bad", [True, False, Decimal("NaN"), Decimal("Infinity"), float("inf"), float("nan")])
 def test_parse_invalid_non_strings(bad: object) -> None:
     with pytest.raises(ValueError, match="invalid quantity"):

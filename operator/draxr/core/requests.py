@@ -20,8 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE, DEVICE_REQUESTS_MAX_SIZE
 from draxr.core.mapping import ExtendedResourceMapping, is_dra_extended_resource_name
-from draxr.core.quantity import Quantity, as_int64, parse_quantity, value
+from draxr.core.quantity import QuantityLike, as_int64, parse_quantity, value
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -44,10 +45,6 @@ MAX_CLASS_CHOICES = 16
 # Which class of each multi-class mapping a request set uses: (resource name, index) for indexes > 0.
 ClassChoice = tuple[tuple[str, int], ...]
 
-# resource.k8s.io/v1 limits on one ResourceClaim: more would fail at claim create/status update.
-DEVICE_REQUESTS_MAX_SIZE = 32
-ALLOCATION_RESULTS_MAX_SIZE = 32
-
 _POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})  # plus hugepages-*, see _is_pod_level_resource
 
 
@@ -59,14 +56,14 @@ def is_sidecar(container: Mapping[str, Any]) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
-def container_requests(container: Mapping[str, Any]) -> dict[str, Quantity]:
+def container_requests(container: Mapping[str, Any]) -> dict[str, QuantityLike]:
     """`resources.requests`, with missing keys taken from `resources.limits`.
 
     This is the API server's pod defaulting (SetDefaults_Pod, all resource names); objects read
     from the API already have it, hand-written ones may not.
     """
     resources = container.get("resources") or {}
-    merged: dict[str, Quantity] = dict(resources.get("limits") or {})
+    merged: dict[str, QuantityLike] = dict(resources.get("limits") or {})
     merged.update(resources.get("requests") or {})
     return merged
 
@@ -75,7 +72,7 @@ def _is_pod_level_resource(name: str) -> bool:
     return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
 
 
-def _add(into: dict[str, Decimal], items: Mapping[str, Quantity]) -> None:
+def _add(into: dict[str, Decimal], items: Mapping[str, QuantityLike]) -> None:
     for name, q in items.items():
         into[name] = into.get(name, Decimal(0)) + parse_quantity(q)
 
@@ -212,7 +209,7 @@ class _Container:
     index: int  # position in initContainers + containers
     name: str
     long_lived: bool  # regular container or sidecar
-    requests: Mapping[str, Quantity]
+    requests: Mapping[str, QuantityLike]
     sorted_names: tuple[str, ...]  # all request names, sorted: the j in container-<i>-request-<j>
 
 
@@ -391,7 +388,7 @@ class PodExtendedResources:
         return out
 
     def for_allocatable(
-        self, allocatable: Mapping[str, Quantity], unmapped: frozenset[str] = frozenset(), choice: ClassChoice = ()
+        self, allocatable: Mapping[str, QuantityLike], unmapped: frozenset[str] = frozenset(), choice: ClassChoice = ()
     ) -> NodeRequests:
         """Classify per resource (device-plugin precedence), then build the claim for the DRA part.
 

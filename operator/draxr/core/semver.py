@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from draxr.core.limits import UINT64_MAX
+
 __all__ = ["Semver", "parse_semver", "parse_semver_normalized"]
 
-_UINT64_MAX = 2**64 - 1
 _NUMBERS = frozenset("0123456789")
 _ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
 
@@ -91,7 +92,7 @@ def _parse_uint(s: str) -> int:
     if not s:
         raise ValueError('strconv.ParseUint: parsing "": invalid syntax')
     v = int(s)
-    if v > _UINT64_MAX:
+    if v > UINT64_MAX:
         raise ValueError(f'strconv.ParseUint: parsing "{s}": value out of range')
     return v
 

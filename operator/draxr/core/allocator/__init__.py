@@ -9,12 +9,13 @@ Typical use, once per pod scheduling cycle::
     # AllocationFatalError: stop trying nodes, the pod (or one of its objects) is broken.
 """
 
-from draxr.core.allocator.allocator import ALLOCATION_RESULTS_MAX_SIZE, Allocator, Stats
+from draxr.core.allocator.allocated_devices import AllocatedState, AllocationTracker, allocated_state_from_claims
+from draxr.core.allocator.allocator import Allocator, Stats
 from draxr.core.allocator.features import DEFAULT_FEATURES, Features, UnsupportedFeaturesError
 from draxr.core.allocator.inventory import Inventory
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, FatalKind, NodeFailure, NoFit
 from draxr.core.allocator.pools import Pool, gather_pools
-from draxr.core.allocator.state import AllocatedState, AllocationTracker, allocated_state_from_claims
+from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",

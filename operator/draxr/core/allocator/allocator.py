@@ -18,7 +18,9 @@ from decimal import Decimal
 from typing import Any
 
 import draxr.core.cel as cel
-from draxr.core.allocator import capacity as cap
+from draxr.core.allocator import consumable_capacity as cap
+from draxr.core.allocator.allocated_devices import AllocatedState
+from draxr.core.allocator.claim_requests import ALL, EXACT_COUNT, ClassInfo, RequestInfo, claim_ref, parse_request
 from draxr.core.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from draxr.core.allocator.features import DEFAULT_FEATURES, Features, check_supported
 from draxr.core.allocator.inventory import Inventory, MatchOutcome
@@ -26,14 +28,12 @@ from draxr.core.allocator.model import DeviceId, DeviceInfo, SliceInfo
 from draxr.core.allocator.nodeselector import NodeSelectorError, node_matches
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, FatalKind, NodeFailure, NoFit
 from draxr.core.allocator.pools import Pool, PoolId
-from draxr.core.allocator.qty import Qty
-from draxr.core.allocator.requests import ALL, EXACT_COUNT, ClassInfo, RequestInfo, claim_ref, parse_request
-from draxr.core.allocator.result import DeviceResult, build_result
-from draxr.core.allocator.state import AllocatedState
+from draxr.core.allocator.result import ChosenRequest, DeviceResult, build_result
+from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE
+from draxr.core.quantity import Quantity
 
-__all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "Allocator", "Stats"]
+__all__ = ["Allocator", "Stats"]
 
-ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 MATCH_CACHE_LIMIT = 500_000  # cross-call cache entries before starting over
 
 
@@ -189,7 +189,7 @@ class _Run:
         self.constraints: list[list[Constraint]] = []
         self.match_cache: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.allocating_devices: dict[DeviceId, set[int]] = {}
-        self.allocating_capacity: dict[DeviceId, dict[str, Qty]] = {}
+        self.allocating_capacity: dict[DeviceId, dict[str, Quantity]] = {}
         self.consumed_counters: dict[PoolId, _Counters] = {}
         self.results: list[list[DeviceResult]] = [[] for _ in self.claims]
         self.deepest: tuple[int, int] = (0, 0)
@@ -218,9 +218,28 @@ class _Run:
             return NoFit(self._no_fit_reason())
         return Allocated(
             tuple(
-                build_result(self, ci, claim, self.results[ci], self.node_name) for ci, claim in enumerate(self.claims)
+                build_result(
+                    claim,
+                    self._chosen_requests(ci, claim),
+                    self.results[ci],
+                    self.node_name,
+                    claim_ref=self.claim_refs[ci],
+                    binding_conditions=self.f.device_binding_and_status,
+                )
+                for ci, claim in enumerate(self.claims)
             )
         )
+
+    def _chosen_requests(self, ci: int, claim: Mapping[str, Any]) -> list[ChosenRequest]:
+        chosen: list[ChosenRequest] = []
+        for ri, raw in enumerate(self._requests(claim)):
+            rd = self.request_data[(ci, ri, 0)]
+            sub = None
+            if rd.parent is not None:
+                rd = self.request_data[(ci, ri, rd.selected_sub)]
+                sub = rd.request_name()
+            chosen.append(ChosenRequest(str(raw.get("name", "")), sub, rd.class_))
+        return chosen
 
     def _no_fit_reason(self) -> str:
         ci, ri = self.deepest
@@ -367,10 +386,7 @@ class _Run:
                                     None, req.capacity_requests, dev.capacity, None, self.f.fractional_capacity_range
                                 )
                             except cap.CapacityError as exc:
-                                raise AllocationFatalError(
-                                    f"claim {ref}, request {req.name}: checking capacity for device {dev.name}: {exc}",
-                                    FatalKind.CAPACITY,
-                                ) from exc
+                                raise _capacity_error(ref, req, "checking capacity", dev.name, exc) from exc
                             if not ok:
                                 continue
                         rd.all_devices.append((dev, slice_, pool))
@@ -672,10 +688,8 @@ class _Run:
                         try:
                             ok = self._fits(req, dev)
                         except cap.CapacityError as exc:
-                            raise AllocationFatalError(
-                                f"claim {self.claim_refs[ci]}, request {req.name}: checking capacity for device "
-                                f"{'/'.join(dev.id)}: {exc}",
-                                FatalKind.CAPACITY,
+                            raise _capacity_error(
+                                self.claim_refs[ci], req, "checking capacity", "/".join(dev.id), exc
                             ) from exc
                         if not ok:
                             continue
@@ -729,7 +743,7 @@ class _Run:
         added: list[Constraint] = []
 
         def rollback(
-            marked: bool, cap_inserted: dict[str, Qty] | None, cap_existed: bool, result_len: int | None
+            marked: bool, cap_inserted: dict[str, Quantity] | None, cap_existed: bool, result_len: int | None
         ) -> None:
             if result_len is not None:
                 del self.results[ci][result_len:]
@@ -765,20 +779,16 @@ class _Run:
             self.allocating_devices.setdefault(did, set()).add(ci)
             marked = True
 
-        consumed: dict[str, Qty] = {}
+        consumed: dict[str, Quantity] = {}
         share_id: str | None = None
-        cap_inserted: dict[str, Qty] | None = None
+        cap_inserted: dict[str, Quantity] | None = None
         cap_existed = False
         if self.f.consumable_capacity:
             try:
                 ok = self._fits(req, dev)
             except cap.CapacityError as exc:
                 rollback(marked, None, False, None)
-                raise AllocationFatalError(
-                    f"claim {self.claim_refs[ci]}, request {req.name}: rechecking capacity for device "
-                    f"{'/'.join(did)}: {exc}",
-                    FatalKind.CAPACITY,
-                ) from exc
+                raise _capacity_error(self.claim_refs[ci], req, "rechecking capacity", "/".join(did), exc) from exc
             if not ok:
                 rollback(marked, None, False, None)
                 return None
@@ -789,10 +799,8 @@ class _Run:
                     )
                 except cap.CapacityError as exc:
                     rollback(marked, None, False, None)
-                    raise AllocationFatalError(
-                        f"claim {self.claim_refs[ci]}, request {req.name}: computing consumed capacity for device "
-                        f"{'/'.join(did)}: {exc}",
-                        FatalKind.CAPACITY,
+                    raise _capacity_error(
+                        self.claim_refs[ci], req, "computing consumed capacity", "/".join(did), exc
                     ) from exc
                 share_id = self.o._share_id()
                 cap_existed = did in self.allocating_capacity
@@ -820,7 +828,7 @@ class _Run:
 
     # -- consumable capacity bookkeeping (ConsumedCapacityCollection) -------------------------
 
-    def _capacity_insert(self, did: DeviceId, consumed: Mapping[str, Qty]) -> None:
+    def _capacity_insert(self, did: DeviceId, consumed: Mapping[str, Quantity]) -> None:
         entry = self.allocating_capacity.get(did)
         if entry is None:
             self.allocating_capacity[did] = dict(consumed)
@@ -828,7 +836,7 @@ class _Run:
         for name, q in consumed.items():
             entry[name] = entry[name] + q if name in entry else q
 
-    def _capacity_remove(self, did: DeviceId, consumed: Mapping[str, Qty]) -> None:
+    def _capacity_remove(self, did: DeviceId, consumed: Mapping[str, Quantity]) -> None:
         entry = self.allocating_capacity.get(did)
         if entry is None:
             return
@@ -881,6 +889,12 @@ class _Run:
             target = consumed[cs_name]
             for n, q in counters:
                 target[n] -= q.value
+
+
+def _capacity_error(claim: str, req: RequestInfo, doing: str, device: str, exc: Exception) -> AllocationFatalError:
+    return AllocationFatalError(
+        f"claim {claim}, request {req.name}: {doing} for device {device}: {exc}", FatalKind.CAPACITY
+    )
 
 
 def _taint_prevents(dev: DeviceInfo, req: RequestInfo) -> bool:

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from draxr.core.allocator.allocated_devices import allocated_state_from_claims
 from draxr.core.allocator.allocator import Allocator
 from draxr.core.allocator.features import DEFAULT_FEATURES, Features
 from draxr.core.allocator.inventory import Inventory
 from draxr.core.allocator.outcomes import Allocated, AllocationFatalError, NodeFailure
-from draxr.core.allocator.state import allocated_state_from_claims
 
 __all__ = ["SHARE_ID", "comparable", "run_case"]
 

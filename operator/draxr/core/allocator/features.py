@@ -43,9 +43,6 @@ class Features:
         # Missing names mean false, as in a Go struct literal.
         return Features(**{py: bool(names.get(go, False)) for go, py in by_go.items()})
 
-    def to_go(self) -> dict[str, bool]:
-        return {_go_name(f.name): getattr(self, f.name) for f in fields(self)}
-
 
 def _go_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
@@ -70,19 +67,6 @@ INCUBATING_SUPPORTED = frozenset(
 
 class UnsupportedFeaturesError(ValueError):
     """The features need upstream's experimental allocator variant, which this port does not implement."""
-
-
-STABLE_SUPPORTED = frozenset({"admin_access", "prioritized_list", "partitionable_devices", "device_taints"})
-
-
-def upstream_variant(features: Features) -> str:
-    """Which variant upstream's NewAllocator picks: the first whose supported set covers the features."""
-    enabled = features.enabled()
-    if enabled <= STABLE_SUPPORTED:
-        return "stable"
-    if enabled <= INCUBATING_SUPPORTED:
-        return "incubating"
-    return "experimental"
 
 
 def check_supported(features: Features) -> None:

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from draxr.core.allocator.claim_requests import ClassInfo, parse_class
 from draxr.core.allocator.features import Features
 from draxr.core.allocator.model import SliceInfo, parse_slice
 from draxr.core.allocator.pools import Pool, gather_pools_ex
-from draxr.core.allocator.requests import ClassInfo, parse_class
 
 __all__ = ["Inventory"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from draxr.core.allocator.outcomes import AllocationFatalError, FatalKind
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 __all__ = ["CapacityInfo", "DeviceId", "DeviceInfo", "SliceInfo", "parse_slice"]
 
@@ -22,15 +22,15 @@ DeviceId = tuple[str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class CapacityInfo:
-    value: Qty
+    value: Quantity
     # requestPolicy, parsed; `has_policy` mirrors `RequestPolicy != nil`.
     has_policy: bool = False
-    default: Qty | None = None
-    valid_values: tuple[Qty, ...] | None = None  # None: field absent
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] | None = None  # None: field absent
     has_range: bool = False
-    range_min: Qty | None = None
-    range_max: Qty | None = None
-    range_step: Qty | None = None
+    range_min: Quantity | None = None
+    range_max: Quantity | None = None
+    range_step: Quantity | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -44,7 +44,7 @@ class DeviceInfo:
     attributes: Mapping[str, Mapping[str, Any]]
     capacity: dict[str, CapacityInfo]
     # ((counterSet, ((counter, value), ...)), ...) in API order.
-    consumes_counters: tuple[tuple[str, tuple[tuple[str, Qty], ...]], ...]
+    consumes_counters: tuple[tuple[str, tuple[tuple[str, Quantity], ...]], ...]
     uses_compatibility_groups: bool
     # (key, value, effect)
     taints: tuple[tuple[str, str, str], ...]
@@ -73,7 +73,7 @@ class SliceInfo:
     all_nodes: bool
     node_selector: Mapping[str, Any] | None
     per_device_node_selection: bool | None  # None when the field is absent
-    shared_counters: tuple[tuple[str, dict[str, Qty]], ...]
+    shared_counters: tuple[tuple[str, dict[str, Quantity]], ...]
     devices: tuple[DeviceInfo, ...]
     uses_compatibility_groups: bool
     # Identity for caches that outlive one call: (uid or name, resourceVersion), None if unknown.
@@ -81,9 +81,9 @@ class SliceInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _qty(raw: Any, what: str) -> Qty:
+def _qty(raw: Any, what: str) -> Quantity:
     try:
-        return Qty.parse(raw)
+        return Quantity.parse(raw)
     except (ValueError, TypeError) as exc:
         raise AllocationFatalError(f"{what}: invalid quantity {raw!r}: {exc}", FatalKind.INVALID_INPUT) from exc
 
@@ -115,7 +115,7 @@ def _device(raw: Mapping[str, Any], index: int, driver: str, pool: str, slice_na
     name = str(raw.get("name", ""))
     what = f"ResourceSlice {slice_name}, device {name}"
     capacity = {str(k): _capacity(v or {}, f"{what}, capacity {k}") for k, v in (raw.get("capacity") or {}).items()}
-    consumes: list[tuple[str, tuple[tuple[str, Qty], ...]]] = []
+    consumes: list[tuple[str, tuple[tuple[str, Quantity], ...]]] = []
     groups = False
     for c in raw.get("consumesCounters") or ():
         counters = tuple(
@@ -162,7 +162,7 @@ def parse_slice(raw: Mapping[str, Any]) -> SliceInfo:
     pool_raw = spec.get("pool") or {}
     pool = str(pool_raw.get("name", ""))
     devices = tuple(_device(d, i, driver, pool, name) for i, d in enumerate(spec.get("devices") or ()))
-    shared: list[tuple[str, dict[str, Qty]]] = []
+    shared: list[tuple[str, dict[str, Quantity]]] = []
     for cs in spec.get("sharedCounters") or ():
         shared.append(
             (

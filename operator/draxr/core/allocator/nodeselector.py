@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from draxr.core.limits import parse_int64
+
 __all__ = ["NodeSelectorError", "node_matches", "selector_matches"]
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_GO_INT = re.compile(r"^[+-]?[0-9]+$")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class NodeSelectorError(ValueError):
@@ -38,14 +38,6 @@ def _label_key_valid(key: str) -> bool:
 
 def _label_value_valid(value: str) -> bool:
     return value == "" or (len(value) <= 63 and bool(_LABEL_NAME.match(value)))
-
-
-def _go_int(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64), or None."""
-    if not _GO_INT.match(text):
-        return None
-    v = int(text)
-    return v if _INT64_MIN <= v <= _INT64_MAX else None
 
 
 _Compiled = tuple[tuple[tuple[str, str, tuple[str, ...], int | None], ...], tuple[tuple[str, str, str], ...]]
@@ -70,7 +62,7 @@ def _compile_term(term: Mapping[str, Any]) -> _Compiled:
             if len(values) != 1:
                 errors.append(f"matchExpressions {key!r}: for 'Gt', 'Lt' operators, exactly one value is required")
             for v in values:
-                number = _go_int(v)
+                number = parse_int64(v)
                 if number is None:
                     errors.append(f"matchExpressions {key!r}: for 'Gt', 'Lt' operators, the value must be an integer")
         for v in values:
@@ -110,7 +102,7 @@ def _term_matches(term: _Compiled, labels: Mapping[str, str], node_name: str) ->
         else:  # Gt / Lt
             if not present or number is None:
                 return False
-            have = _go_int(labels[key])
+            have = parse_int64(labels[key])
             if have is None or not (have > number if op == "Gt" else have < number):
                 return False
     # Field requirements are skipped for a node without fields (no name), as upstream does.

@@ -20,7 +20,7 @@ from draxr.core.allocator.features import Features
 from draxr.core.allocator.model import SliceInfo
 from draxr.core.allocator.nodeselector import NodeSelectorError, node_matches
 from draxr.core.allocator.outcomes import AllocationFatalError, FatalKind
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 __all__ = ["Pool", "PoolId", "gather_pools", "gather_pools_ex"]
 
@@ -35,7 +35,7 @@ class Pool:
     invalid_reason: str = ""
     device_slices: list[SliceInfo] = field(default_factory=list)  # DeviceSlicesTargetingNode
     slices_not_targeting_node: list[SliceInfo] = field(default_factory=list)
-    counter_sets: dict[str, dict[str, Qty]] = field(default_factory=dict)
+    counter_sets: dict[str, dict[str, Quantity]] = field(default_factory=dict)
 
     @property
     def driver(self) -> str:
@@ -172,7 +172,7 @@ def _build_pool(pid: PoolId, slices: list[SliceInfo], features: Features, all_fo
     if not features.partitionable_devices:
         return Pool(id=pid, device_slices=device_slices)
 
-    counter_sets: dict[str, dict[str, Qty]] = {}
+    counter_sets: dict[str, dict[str, Quantity]] = {}
     for s in counter_slices:
         for cs_name, counters in s.shared_counters:
             if cs_name in counter_sets:
@@ -187,7 +187,7 @@ def _build_pool(pid: PoolId, slices: list[SliceInfo], features: Features, all_fo
     return Pool(id=pid, device_slices=device_slices, slices_not_targeting_node=not_targeting, counter_sets=counter_sets)
 
 
-def _validate_counter_consumption(counter_sets: dict[str, dict[str, Qty]], slices: list[SliceInfo]) -> str:
+def _validate_counter_consumption(counter_sets: dict[str, dict[str, Quantity]], slices: list[SliceInfo]) -> str:
     for s in slices:
         for d in s.devices:
             for cs_name, counters in d.consumes_counters:

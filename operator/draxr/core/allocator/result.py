@@ -14,18 +14,25 @@ Empty fields are left out, as Go's JSON encoding does with `omitempty`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from draxr.core.allocator.claim_requests import ClassInfo
 from draxr.core.allocator.model import DeviceInfo, SliceInfo
 from draxr.core.allocator.outcomes import AllocationFatalError, FatalKind
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
-if TYPE_CHECKING:
-    from draxr.core.allocator.allocator import _Run
+__all__ = ["ChosenRequest", "DeviceResult", "build_result"]
 
-__all__ = ["DeviceResult", "build_result"]
+
+@dataclass(frozen=True, slots=True)
+class ChosenRequest:
+    """One request of a claim as the search settled it."""
+
+    name: str  # as in the claim spec
+    subrequest: str | None  # `req/sub` of the firstAvailable entry chosen, None for an exact request
+    class_: ClassInfo  # of the request, or of the chosen subrequest
 
 
 @dataclass(slots=True)
@@ -35,7 +42,7 @@ class DeviceResult:
     device: DeviceInfo
     slice: SliceInfo
     share_id: str | None
-    consumed_capacity: dict[str, Qty] | None
+    consumed_capacity: dict[str, Quantity] | None
     admin_access: bool
     tolerations: Any
 
@@ -76,26 +83,25 @@ def _config_entry(source: str, requests: list[str] | None, config: Mapping[str, 
 
 
 def build_result(
-    run: _Run, ci: int, claim: Mapping[str, Any], devices: list[DeviceResult], node_name: str
+    claim: Mapping[str, Any],
+    requests: Sequence[ChosenRequest],
+    devices: list[DeviceResult],
+    node_name: str,
+    *,
+    claim_ref: str,
+    binding_conditions: bool,
 ) -> dict[str, Any]:
-    spec_devices = (claim.get("spec") or {}).get("devices") or {}
-    requests = list(spec_devices.get("requests") or ())
+    """The AllocationResult of `claim`: `requests` in spec order, `devices` in allocation order.
 
-    # The name each request ended up with: `req`, or `req/sub` for the chosen subrequest.
-    chosen: list[str] = []
-    chosen_sub: list[str | None] = []
+    `claim_ref` names the claim in errors; `binding_conditions`: DRADeviceBindingAndStatus.
+    """
+    spec_devices = (claim.get("spec") or {}).get("devices") or {}
+
     configs: list[tuple[str, list[str] | None, Mapping[str, Any]]] = []
     class_ranges: dict[str, tuple[int, int]] = {}
-    for ri, raw in enumerate(requests):
-        rd = run.request_data[(ci, ri, 0)]
-        if rd.parent is not None:
-            rd = run.request_data[(ci, ri, rd.selected_sub)]
-            chosen_sub.append(rd.request_name())
-        else:
-            chosen_sub.append(None)
-        chosen.append(str(raw.get("name", "")))
-        name = rd.request_name()
-        span = class_ranges.get(rd.class_.name)
+    for r in requests:
+        name = r.subrequest or r.name  # the name the request ended up with: `req` or `req/sub`
+        span = class_ranges.get(r.class_.name)
         if span is not None:
             for i in range(*span):
                 reqs = configs[i][1]
@@ -103,43 +109,38 @@ def build_result(
                 reqs.append(name)
             continue
         start = len(configs)
-        for cfg in rd.class_.config:
+        for cfg in r.class_.config:
             configs.append(("FromClass", [name], cfg))
-        class_ranges[rd.class_.name] = (start, len(configs))
+        class_ranges[r.class_.name] = (start, len(configs))
 
     for cfg in spec_devices.get("config") or ():
         names = list(cfg.get("requests") or ())
         if not names:
             configs.append(("FromClaim", cfg.get("requests"), cfg))
             continue
-        for ri in range(len(requests)):
-            sub = chosen_sub[ri]
-            if chosen[ri] in names or (sub is not None and sub in names):
-                configs.append(("FromClaim", cfg.get("requests"), cfg))
-                break
+        if any(_named_in(r, names) for r in requests):
+            configs.append(("FromClaim", cfg.get("requests"), cfg))
 
     out_configs: list[dict[str, Any]] = []
     for source, reqs, cfg in configs:
-        if reqs:
-            covers_all = all(
-                chosen[ri] in reqs or (chosen_sub[ri] is not None and chosen_sub[ri] in reqs)
-                for ri in range(len(requests))
-            )
-            if covers_all:
-                reqs = None
+        if reqs and all(_named_in(r, reqs) for r in requests):
+            reqs = None  # applies to all
         out_configs.append(_config_entry(source, reqs, cfg))
 
-    binding = run.f.device_binding_and_status
     alloc_devices: dict[str, Any] = {}
     if devices:
-        alloc_devices["results"] = [_device_entry(r, binding) for r in devices]
+        alloc_devices["results"] = [_device_entry(r, binding_conditions) for r in devices]
     if out_configs:
         alloc_devices["config"] = out_configs
     result: dict[str, Any] = {"devices": alloc_devices}
-    selector = _node_selector(devices, node_name, run.claim_refs[ci])
+    selector = _node_selector(devices, node_name, claim_ref)
     if selector is not None:
         result["nodeSelector"] = selector
     return result
+
+
+def _named_in(r: ChosenRequest, names: Sequence[str]) -> bool:
+    return r.name in names or (r.subrequest is not None and r.subrequest in names)
 
 
 def _node_selector(devices: list[DeviceResult], node_name: str, claim: str) -> dict[str, Any] | None:

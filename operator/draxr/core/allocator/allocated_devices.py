@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from draxr.core.allocator.model import DeviceId
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 __all__ = ["AllocatedState", "AllocationTracker", "SharedDeviceId", "allocated_state_from_claims"]
 
@@ -37,7 +37,7 @@ class AllocatedState:
 
     allocated_devices: frozenset[DeviceId] = frozenset()
     shared_device_ids: frozenset[SharedDeviceId] = frozenset()
-    aggregated_capacity: Mapping[DeviceId, Mapping[str, Qty]] = field(default_factory=dict)
+    aggregated_capacity: Mapping[DeviceId, Mapping[str, Quantity]] = field(default_factory=dict)
     revision: int = 0
     _shared_devices: frozenset[DeviceId] = frozenset()
 
@@ -45,7 +45,7 @@ class AllocatedState:
     def build(
         allocated_devices: Iterable[DeviceId] = (),
         shared_device_ids: Iterable[SharedDeviceId] = (),
-        aggregated_capacity: Mapping[DeviceId, Mapping[str, Qty]] | None = None,
+        aggregated_capacity: Mapping[DeviceId, Mapping[str, Quantity]] | None = None,
         revision: int = 0,
     ) -> AllocatedState:
         shared = frozenset(shared_device_ids)
@@ -75,7 +75,7 @@ def _results(allocation: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 class _Contribution:
     dedicated: list[DeviceId]
     shared: list[SharedDeviceId]
-    capacity: list[tuple[DeviceId, dict[str, Qty]]]
+    capacity: list[tuple[DeviceId, dict[str, Quantity]]]
 
 
 def _contribution(allocation: Mapping[str, Any] | None, consumable_capacity: bool) -> _Contribution:
@@ -88,7 +88,7 @@ def _contribution(allocation: Mapping[str, Any] | None, consumable_capacity: boo
             c.shared.append((dev, str(r["shareID"])))
             consumed = r.get("consumedCapacity")
             if consumed is not None:
-                c.capacity.append((dev, {str(k): Qty.parse(v) for k, v in consumed.items()}))
+                c.capacity.append((dev, {str(k): Quantity.parse(v) for k, v in consumed.items()}))
             continue
         c.dedicated.append(dev)
     return c
@@ -136,9 +136,6 @@ class AllocationTracker:
 
     def forget(self, key: str) -> None:
         self._set(self._assumed, key, None)
-
-    def is_assumed(self, key: str) -> bool:
-        return key in self._assumed
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -188,7 +185,7 @@ class AllocationTracker:
     def snapshot(self) -> AllocatedState:
         if self._snapshot is None:
             capacity = {
-                dev: {name: Qty(v, self._capacity_fmt.get((dev, name), "DecimalSI")) for name, v in entry.items()}
+                dev: {name: Quantity(v, self._capacity_fmt.get((dev, name), "DecimalSI")) for name, v in entry.items()}
                 for dev, entry in self._capacity.items()
             }
             self._snapshot = AllocatedState.build(self._dedicated.keys(), self._shared.keys(), capacity, self._revision)

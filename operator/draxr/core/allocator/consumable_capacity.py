@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from draxr.core.allocator.model import CapacityInfo
-from draxr.core.allocator.qty import INT64_MAX, Qty
+from draxr.core.limits import INT64_MAX, INT64_MIN
+from draxr.core.quantity import Quantity
 
 __all__ = ["CapacityError", "consumed_capacity", "fits"]
 
@@ -28,9 +29,9 @@ def _go_rem(a: int, b: int) -> int:
     return a - b * _go_div(a, b)
 
 
-def _safe_milli(q: Qty) -> int | None:
+def _safe_milli(q: Quantity) -> int | None:
     milli = q.milli_value()
-    if Qty.from_milli(milli, q.fmt).cmp(q) != 0 or not -(2**63) <= milli <= INT64_MAX:
+    if Quantity.from_milli(milli, q.fmt).cmp(q) != 0 or not INT64_MIN <= milli <= INT64_MAX:
         return None
     return milli
 
@@ -49,7 +50,7 @@ def _use_milli(c: CapacityInfo, fractional: bool) -> bool:
     return True
 
 
-def _round_up_range(requested: Qty, c: CapacityInfo, fractional: bool) -> Qty:
+def _round_up_range(requested: Quantity, c: CapacityInfo, fractional: bool) -> Quantity:
     assert c.range_min is not None
     if requested.cmp(c.range_min) < 0:
         return c.range_min
@@ -69,9 +70,9 @@ def _round_up_range(requested: Qty, c: CapacityInfo, fractional: bool) -> Qty:
             raise CapacityError(f"rounding request {requested} up to the next step passes the milli-value range")
         val = min_milli + step_milli * n
         if val % 1000 == 0:
-            return Qty.from_int(val // 1000, step.fmt)
-        return Qty.from_milli(val, step.fmt)
-    if requested.cmp(Qty.from_int(INT64_MAX, requested.fmt)) > 0:
+            return Quantity.from_int(val // 1000, step.fmt)
+        return Quantity.from_milli(val, step.fmt)
+    if requested.cmp(Quantity.from_int(INT64_MAX, requested.fmt)) > 0:
         raise CapacityError(f"request {requested} exceeds MaxInt64")
     req_int, step_int, min_int = requested.int_value(), step.int_value(), c.range_min.int_value()
     if step_int == 0:
@@ -83,10 +84,10 @@ def _round_up_range(requested: Qty, c: CapacityInfo, fractional: bool) -> Qty:
         n += 1
     if min_int >= 0 and n > _go_div(INT64_MAX - min_int, step_int):
         raise CapacityError(f"rounding request {requested} up to the next step passes MaxInt64")
-    return Qty.from_int(min_int + step_int * n, step.fmt)
+    return Quantity.from_int(min_int + step_int * n, step.fmt)
 
 
-def _calculate(requested: Qty | None, c: CapacityInfo, fractional: bool) -> Qty:
+def _calculate(requested: Quantity | None, c: CapacityInfo, fractional: bool) -> Quantity:
     if requested is None:
         return c.default if (c.has_policy and c.default is not None) else c.value
     if not c.has_policy:
@@ -101,7 +102,7 @@ def _calculate(requested: Qty | None, c: CapacityInfo, fractional: bool) -> Qty:
     return requested
 
 
-def _violates_policy(consumed: Qty, c: CapacityInfo, fractional: bool) -> bool:
+def _violates_policy(consumed: Quantity, c: CapacityInfo, fractional: bool) -> bool:
     if not c.has_policy:
         return False
     # Upstream compares Quantity structs here; API validation keeps `default` valid under the
@@ -131,9 +132,9 @@ def _violates_policy(consumed: Qty, c: CapacityInfo, fractional: bool) -> bool:
 
 
 def _resolve(
-    requests: Mapping[str, Qty] | None, capacity: Mapping[str, CapacityInfo], fractional: bool
-) -> dict[str, Qty]:
-    consumed: dict[str, Qty] = {}
+    requests: Mapping[str, Quantity] | None, capacity: Mapping[str, CapacityInfo], fractional: bool
+) -> dict[str, Quantity]:
+    consumed: dict[str, Quantity] = {}
     for name, c in capacity.items():
         try:
             q = _calculate(requests.get(name) if requests is not None else None, c, fractional)
@@ -146,10 +147,10 @@ def _resolve(
 
 
 def fits(
-    current: Mapping[str, Qty] | None,
-    requests: Mapping[str, Qty] | None,
+    current: Mapping[str, Quantity] | None,
+    requests: Mapping[str, Quantity] | None,
     capacity: Mapping[str, CapacityInfo],
-    allocating: Mapping[str, Qty] | None,
+    allocating: Mapping[str, Quantity] | None,
     fractional: bool,
 ) -> bool:
     """CmpRequestOverCapacity. `requests` is `capacity.requests` of the request (None if unset)."""
@@ -171,7 +172,7 @@ def fits(
 
 
 def consumed_capacity(
-    requests: Mapping[str, Qty] | None, capacity: Mapping[str, CapacityInfo], fractional: bool
-) -> dict[str, Qty]:
+    requests: Mapping[str, Quantity] | None, capacity: Mapping[str, CapacityInfo], fractional: bool
+) -> dict[str, Quantity]:
     """GetConsumedCapacityFromRequest: what one allocation of a multi-allocatable device consumes."""
     return _resolve(requests, capacity, fractional)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from draxr.core.allocator.outcomes import AllocationFatalError, FatalKind
-from draxr.core.allocator.qty import Qty
+from draxr.core.quantity import Quantity
 
 __all__ = ["ClassInfo", "RequestInfo", "claim_ref", "parse_class", "parse_request"]
 
@@ -36,7 +36,7 @@ class RequestInfo:
     tolerations: tuple[Mapping[str, Any], ...]
     tolerations_raw: Any  # as given, copied into results
     has_capacity: bool  # `Capacity != nil`
-    capacity_requests: Mapping[str, Qty] | None  # `Capacity.Requests`, None when nil
+    capacity_requests: Mapping[str, Quantity] | None  # `Capacity.Requests`, None when nil
     has_derived_attributes: bool
 
 
@@ -44,10 +44,10 @@ def parse_request(raw: Mapping[str, Any], claim: str, admin_allowed: bool) -> Re
     """From an `exactly` or a `firstAvailable[i]` dict; subrequests cannot ask for admin access."""
     name = str(raw.get("name", ""))
     capacity = raw.get("capacity")
-    caps: dict[str, Qty] | None = None
+    caps: dict[str, Quantity] | None = None
     if capacity is not None and capacity.get("requests") is not None:
         try:
-            caps = {str(k): Qty.parse(v) for k, v in capacity["requests"].items()}
+            caps = {str(k): Quantity.parse(v) for k, v in capacity["requests"].items()}
         except (ValueError, TypeError) as exc:
             raise AllocationFatalError(
                 f"claim {claim}, request {name}: invalid capacity request: {exc}", FatalKind.INVALID_INPUT
