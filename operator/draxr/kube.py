@@ -122,6 +122,7 @@ class Kube:
     def __init__(self, api: client.ApiClient, limiter: RateLimiter | None = None) -> None:
         self.api = api
         self.limiter = limiter if limiter is not None else _default_limiter()
+        self.server_retries = _SERVER_RETRIES  # resends after a 429 or a 5xx with Retry-After
         # kubernetes-asyncio opens its aiohttp session with trust_env=True: every request then reads
         # ~/.netrc and the proxy variables in a thread (5-30 % of draxr's CPU under load, measured with
         # py-spy). The API server is reached directly; switch that lookup off.
@@ -159,7 +160,7 @@ class Kube:
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
-        for attempt in range(_SERVER_RETRIES + 1):
+        for attempt in range(self.server_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
             try:
@@ -175,7 +176,7 @@ class Kube:
                 )
             except ApiException as e:
                 wait = server_wait(e)
-                if wait is not None and attempt < _SERVER_RETRIES:
+                if wait is not None and attempt < self.server_retries:
                     log.info("api server asked to retry", verb=method, resource=path, status=e.status, wait=wait)
                     await asyncio.sleep(wait)
                     continue

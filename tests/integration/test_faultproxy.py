@@ -64,6 +64,7 @@ async def via(proxy: FaultProxy, prober: tuple[str, str], control_plane: Control
     """The prober's client, through the proxy; waits until its RoleBinding is in force."""
     ns, token = prober
     async with Kube.from_token(proxy.url, token, control_plane.pki.ca_crt) as k:
+        k.server_retries = 0  # these tests look at the proxy's raw answers, not draxr's resends
         for _ in range(100):  # RBAC reads the binding from an informer: a moment after the create
             try:
                 await k.request("GET", CONFIG_MAPS.path(ns), query={"limit": 1})
@@ -413,3 +414,23 @@ async def test_clients_configured_for_the_proxy(
     async with await Kube.from_kubeconfig(proxy.write_kubeconfig(tmp_path / "kubeconfig", token)) as k2:
         await k2.list(CONFIG_MAPS, ns)
     assert proxy.counts["forwarded"] == 2
+
+
+async def test_draxr_client_resends_after_429_and_503_with_retry_after(
+    proxy: FaultProxy, via: Kube, prober: tuple[str, str]
+) -> None:
+    """As client-go: a 429, or a 5xx with Retry-After, was not processed; the client waits as asked
+    and resends, so the caller sees the answer after the fault (at most its retries)."""
+    ns, _ = prober
+    via.server_retries = 5
+    before = proxy.counts.copy()
+    with proxy.throttle(seconds=1.5, retry_after=1):
+        listed = await via.list(CONFIG_MAPS, ns)
+    assert isinstance(listed, list)
+    assert proxy.counts["throttle"] > before["throttle"]
+    with proxy.errors(seconds=1.5, code=503, retry_after=1):
+        await via.list(CONFIG_MAPS, ns)
+    assert proxy.counts["error"] > before["error"]
+    with proxy.errors(code=500, match=resource("configmaps")), pytest.raises(ApiException) as e:
+        await via.list(CONFIG_MAPS, ns)  # a 500 without Retry-After is the caller's to handle
+    assert e.value.status == 500
