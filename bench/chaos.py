@@ -598,6 +598,7 @@ class Observer:
         self.completed: set[str] = set()
         self.placement_checked: set[str] = set()
         self.claim_missing: Counter[str] = Counter()
+        self.suspect: Counter[str] = Counter()
         self.fit_since: dict[str, float] = {}
         self.nofit_since: dict[str, float] = {}
         self.reason_ok: set[str] = set()
@@ -795,13 +796,15 @@ class Observer:
             self.violate("wrong_placement", uid, pod=name, why="bound without extendedResourceClaimStatus")
             self.placement_checked.add(uid)
             return
+        # The claims were listed before the pods: a binding written in between shows a bound pod
+        # with its claim as it was before (missing, or not yet allocated). Judged on a later list
+        # (taken after the pod was seen bound) only.
         if claim is None:
-            self.claim_missing[uid] += 1  # (listed before the claim was made: look again)
+            self.claim_missing[uid] += 1
             if self.claim_missing[uid] >= 3:
                 self.violate("wrong_placement", uid, pod=name, why=f"claim {claim_name} missing")
                 self.placement_checked.add(uid)
             return
-        self.placement_checked.add(uid)
         resource, count = req
         results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
         reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or ()]
@@ -818,7 +821,11 @@ class Observer:
         if uid not in reserved:
             problems.append(f"claim reserved for {reserved}")
         if problems:
+            self.suspect[uid] += 1
+            if self.suspect[uid] < 2:
+                return
             self.violate("wrong_placement", uid, pod=name, claim=claim_name, node=node, why=problems)
+        self.placement_checked.add(uid)
 
     def untrue_reason(self, p: JSON) -> str | None:
         """None when the pod carries a FailedScheduling that is true: PodScheduled=False/Unschedulable
