@@ -179,7 +179,8 @@ class Operator:  # implements handlers.Sink
             # (sooner when a foreign claim's grace ends: kube-controller-manager had its chance)
             wait = self.release_plan.wait_seconds(time.monotonic(), self.settings.release_sweep_seconds)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release_wake.wait(), wait)
+                async with asyncio.timeout(wait):  # (not wait_for: see SchedulingQueue.pop)
+                    await self._release_wake.wait()
 
         await pause()
         await GuardedLoop("claim-release").run(step, pause)

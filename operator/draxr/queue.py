@@ -188,8 +188,12 @@ class SchedulingQueue:
             self._wake.clear()
             self.waiting = True
             try:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+                # arrives in the turn the event is set, and the loop of a replica that lost its lease
+                # would go on scheduling.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=None if wait is None else max(wait, 0.01))
+                    async with asyncio.timeout(None if wait is None else max(wait, 0.01)):
+                        await self._wake.wait()
             finally:
                 self.waiting = False
                 self.woke_at = time.monotonic()

@@ -433,3 +433,21 @@ def test_a_stale_parking_does_not_release_an_unresolvable_pod(clock: Clock) -> N
     assert drain(q, generation=1) == []
     clock.advance(10)
     assert drain(q, generation=1) == ["c"]  # the flush still brings it back
+
+
+async def test_pop_is_cancelled_even_when_a_pod_arrives_in_the_same_turn() -> None:
+    """Cancelling the scheduling loop (leadership lost) must stop it, also when a watch event wakes
+    the queue in the same event-loop turn. Python 3.11's asyncio.wait_for returns the inner result
+    and drops the cancellation then: the loop of a replica that had lost its lease went on
+    scheduling and binding (found by bench/chaos.py: SIGSTOP of the leader, devices in two claims)."""
+    q = queue(initial=5.0)
+    q.add("backing-off", 0, "2026-01-01T00:00:00Z")
+    assert await q.pop(lambda: 0) == "backing-off"
+    q.failed("backing-off", 0, unschedulable=False)  # pop() now waits with a timeout (its backoff)
+    popping = asyncio.create_task(q.pop(lambda: 0))
+    await asyncio.sleep(0.01)
+    assert q.waiting
+    q.add("late", 0, "2026-01-01T00:00:00Z")  # wakes pop() ...
+    popping.cancel()  # ... in the very turn it is cancelled
+    with pytest.raises(asyncio.CancelledError):
+        await popping
