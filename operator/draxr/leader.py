@@ -52,6 +52,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self.is_leader = False
+        self.renewed_at = 0.0  # time.monotonic() of the last successful acquire or renewal
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Wait to become leader, run ``lead()`` while leading; return when leadership is lost (the
@@ -74,7 +75,10 @@ class LeaderElector:
     async def _acquire(self) -> None:
         while True:
             try:
-                if await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline):
+                async with asyncio.timeout(self.renew_deadline):  # (not wait_for: see _renew_until_lost)
+                    acquired = await self._try_acquire_or_renew()
+                if acquired:
+                    self.renewed_at = time.monotonic()
                     return
             except Exception as e:  # any failure: not acquired, try again
                 log.warning("lease acquisition failed, retrying", error=_why(e))
@@ -91,16 +95,20 @@ class LeaderElector:
                 await self.kube.replace(LEASES, lease, self.namespace)
 
     async def _renew_until_lost(self, task: asyncio.Task[None]) -> None:
-        last_ok = time.monotonic()
+        last_ok = self.renewed_at
         while not task.done():
             try:
-                ok = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.retry_period)
-            except Exception as e:  # any failure (API error, network, closed client): not renewed
+                # As client-go: an attempt may take until the renew deadline (a slow API server is no
+                # lost lease), not just a retry period. asyncio.timeout, not wait_for: on Python 3.11
+                # wait_for drops a cancellation that arrives as the attempt completes.
+                async with asyncio.timeout(max(0.0, last_ok + self.renew_deadline - time.monotonic())):
+                    ok = await self._try_acquire_or_renew()
+            except Exception as e:  # any failure (API error, network, closed client, deadline): not renewed
                 log.warning("lease renewal failed", error=_why(e))
                 ok = False
             now = time.monotonic()
             if ok:
-                last_ok = now
+                last_ok = self.renewed_at = now
             elif now - last_ok >= self.renew_deadline:
                 log.error("leadership lost: lease not renewed within the deadline", deadline=self.renew_deadline)
                 return
