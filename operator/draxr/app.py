@@ -256,6 +256,8 @@ class Operator:  # implements handlers.Sink
         supervisor = asyncio.create_task(supervise(self.health, s.liveness_exit_seconds), name="supervisor")
         stopper = asyncio.create_task(stop.wait(), name="stop")
         elector = self.elector()
+        if elector is not None:  # the leader's duties write only while the lease is held and fresh
+            self.kube.fence = elector.fence
         leading: asyncio.Task[None] | None = None
         syncing = asyncio.create_task(self.initial_sync(), name="initial-sync")
         try:

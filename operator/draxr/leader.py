@@ -32,6 +32,12 @@ def default_identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+class NotLeading(ConnectionError):
+    """A write refused before it was sent: this replica does not hold the lease, or has not renewed
+    it within the renew deadline (a process frozen past its lease must not write on a stale view
+    before its renewal loop finds out). Handled like a lost connection; the replica exits soon."""
+
+
 def _why(e: BaseException) -> str:
     return api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
 
@@ -114,6 +120,15 @@ class LeaderElector:
                 return
             # Sleep at most until the deadline, so that a hanging API never keeps us leading.
             await asyncio.wait([task], timeout=min(self.retry_period, max(0.05, last_ok + self.renew_deadline - now)))
+
+    def fence(self) -> None:
+        """Raise NotLeading unless this replica holds the lease and renewed it within the renew
+        deadline. Installed on the client of the leader's duties: checked before every write."""
+        idle = time.monotonic() - self.renewed_at
+        if not self.is_leader:
+            raise NotLeading(f"not leading: lease {self.namespace}/{self.name} not held")
+        if idle >= self.renew_deadline:
+            raise NotLeading(f"not leading: lease {self.namespace}/{self.name} not renewed for {idle:.1f}s")
 
     async def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)

@@ -1,6 +1,7 @@
 """LeaderElector against an in-memory Lease store with a configurable latency per request: a slow
-API server is no lost lease (each renewal may take until the renew deadline, as in client-go).
-Found by bench/chaos.py; the real API server is in tests/integration."""
+API server is no lost lease (each renewal may take until the renew deadline, as in client-go), and
+the fence refuses writes once the lease is not held or not renewed within the deadline (a process
+frozen past its lease). Found by bench/chaos.py; the real API server is in tests/integration."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from draxr.leader import LeaderElector
+from draxr.kube import Kube
+from draxr.leader import LeaderElector, NotLeading
 
 
 class Leases:
@@ -76,6 +79,7 @@ async def test_a_slow_api_server_is_no_lost_lease() -> None:
         assert not running.done(), "leadership lost to a slow API server"
         assert e.is_leader
         assert store.version >= renewals_before + 3  # it did renew meanwhile
+        e.fence()  # and may write
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
@@ -91,3 +95,55 @@ async def test_an_api_server_slower_than_the_renew_deadline_ends_leadership() ->
 
     await asyncio.wait_for(e.run(lead), 6)
     assert not e.is_leader
+
+
+async def test_the_fence_refuses_writes_without_a_fresh_lease() -> None:
+    store = Leases()
+    e = elector(store)
+    with pytest.raises(NotLeading, match="not held"):
+        e.fence()
+    checked = asyncio.Event()
+
+    async def lead() -> None:
+        e.fence()  # fresh: allowed
+        # A process frozen (SIGSTOP, a VM pause) past its lease: its last renewal is older than the
+        # renew deadline when it runs again. Before the renewal loop notices, no write may be sent.
+        e.renewed_at -= e.renew_deadline
+        with pytest.raises(NotLeading, match="not renewed for 2"):
+            e.fence()
+        checked.set()
+        await asyncio.Event().wait()
+
+    running = asyncio.create_task(e.run(lead))
+    try:
+        await asyncio.wait_for(checked.wait(), 5)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+class _Api:
+    """Just enough of kubernetes_asyncio's ApiClient for Kube.request."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.rest_client = None
+
+    async def call_api(self, path: str, method: str, **_: Any) -> dict[str, Any]:
+        self.calls.append(method)
+        return {}
+
+
+async def test_kube_sends_no_write_its_fence_refuses() -> None:
+    api = _Api()
+    kube = Kube(api, limiter=None)  # type: ignore[arg-type]
+
+    def fence() -> None:
+        raise NotLeading("not leading")
+
+    kube.fence = fence
+    assert await kube.request("GET", "/api/v1/pods") == {}
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        with pytest.raises(NotLeading):
+            await kube.request(method, "/api/v1/namespaces/ns/pods")
+    assert api.calls == ["GET"]
