@@ -26,6 +26,7 @@ from draxr.loops import GuardedLoop
 from draxr.mapping_status import MappingStatusWriter
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
+from draxr.takeover import catch_up
 from draxr.watch import Informer
 from draxr.webhook import WebhookServer
 from draxr.webhook_tls import CertKeeper
@@ -191,6 +192,10 @@ class Operator:  # implements handlers.Sink
         write the mapping CRs' status."""
         self.leading = True
         try:
+            # What a previous leader wrote, before any rollback or decision (adopted pods: all of them).
+            await catch_up(
+                self.kube, self.informers, None if self.settings.adopt_unschedulable else self.settings.scheduler_name
+            )
             await self.roll_back_stale_claims()
             log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
             duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
