@@ -26,6 +26,7 @@ from draxr.loops import GuardedLoop
 from draxr.mapping_status import MappingStatusWriter
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
+from draxr.takeover import catch_up
 from draxr.watch import Informer
 from draxr.webhook import WebhookServer
 from draxr.webhook_tls import CertKeeper
@@ -179,7 +180,8 @@ class Operator:  # implements handlers.Sink
             # (sooner when a foreign claim's grace ends: kube-controller-manager had its chance)
             wait = self.release_plan.wait_seconds(time.monotonic(), self.settings.release_sweep_seconds)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release_wake.wait(), wait)
+                async with asyncio.timeout(wait):  # (not wait_for: see SchedulingQueue.pop)
+                    await self._release_wake.wait()
 
         await pause()
         await GuardedLoop("claim-release").run(step, pause)
@@ -190,6 +192,10 @@ class Operator:  # implements handlers.Sink
         write the mapping CRs' status."""
         self.leading = True
         try:
+            # What a previous leader wrote, before any rollback or decision (adopted pods: all of them).
+            await catch_up(
+                self.kube, self.informers, None if self.settings.adopt_unschedulable else self.settings.scheduler_name
+            )
             await self.roll_back_stale_claims()
             log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
             duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
@@ -255,6 +261,8 @@ class Operator:  # implements handlers.Sink
         supervisor = asyncio.create_task(supervise(self.health, s.liveness_exit_seconds), name="supervisor")
         stopper = asyncio.create_task(stop.wait(), name="stop")
         elector = self.elector()
+        if elector is not None:  # the leader's duties write only while the lease is held and fresh
+            self.kube.fence = elector.fence
         leading: asyncio.Task[None] | None = None
         syncing = asyncio.create_task(self.initial_sync(), name="initial-sync")
         try:

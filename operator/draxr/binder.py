@@ -47,12 +47,15 @@ class Binder:
         t0 = time.monotonic()
         claim: dict[str, Any] | None = None
         status_written = False
+        allocation_unsure = False  # the allocation write was sent and its answer lost
         try:
             if decision.needs_claim:
                 assert decision.allocation is not None
                 claim = await self._create_claim(pod, decision)
                 crash_point("create-claim")
+                allocation_unsure = True
                 claim = await self._write_allocation(pod, claim, decision.allocation)
+                allocation_unsure = False
                 crash_point("write-allocation")
                 await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
                 status_written = True
@@ -64,7 +67,13 @@ class Binder:
             if claim is not None:  # never leave a half-written claim behind
                 if status_written:  # (a pod that is gone just fails the conditional patch)
                     await self._clear_pod_status(pod, claim["metadata"]["name"])
-                await self._roll_back(pod, claim)
+                if not await self._roll_back(pod, claim) and allocation_unsure and _maybe_applied(e):
+                    # The claim stays, and the API server may have written its allocation (only the
+                    # answer was lost): its devices count as allocated until the claims watch shows
+                    # the claim or the stale-claim sweep deletes it. Forgetting them gave them to
+                    # the next pod (bench/chaos.py: drop-all, a device in two claims).
+                    key = f"{pod.namespace}/{claim['metadata']['name']}"
+                    self.state.tracker.set_claim(key, {"status": {"allocation": decision.allocation}})
             if failure is e:
                 raise
             raise failure from e
@@ -179,14 +188,27 @@ class Binder:
             return same and (current.get("spec") or {}).get("nodeName") == node
         return False
 
-    async def _roll_back(self, pod: PodInfo, claim: dict[str, Any]) -> None:
+    async def _roll_back(self, pod: PodInfo, claim: dict[str, Any]) -> bool:
+        """True when the claim is gone."""
         try:
             await drop_finalizer_and_delete(self.kube, claim)
         except Exception as e:
             # The stale-claim sweep deletes it later; the claim never counts as ours to reuse.
             log.warning("rollback of claim failed", pod=pod.key, claim=claim["metadata"]["name"], error=_error(e))
-            return
+            return False
         self.state.remove_claim(pod.namespace, claim["metadata"]["name"])
+        return True
+
+
+def _maybe_applied(e: BaseException) -> bool:
+    """A failed write the API server may have applied all the same: no answer (a dropped
+    connection, a timeout) or a server error; not a refusal or a conflict."""
+    cause = e.__cause__ if isinstance(e, BindingFailed) else e
+    if cause is None or isinstance(cause, TooManyConflicts | BindingFailed):
+        return False
+    if isinstance(cause, ApiException):
+        return not cause.status or int(cause.status) >= 500
+    return True
 
 
 def _error(e: Exception) -> str:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
+
 from draxr import logs
 from draxr.core.claims import micro_time, rfc3339
 from draxr.core.state import PodInfo
@@ -51,6 +53,8 @@ class Recorder:
                 self._last.setdefault(pod.uid, {})[reason] = _Series(name, note, 1)
         except ApiException as e:
             log.warning("event not recorded", pod=pod.key, reason=reason, status=e.status, error=e.reason)
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:  # no answer (or not leading): best effort
+            log.warning("event not recorded", pod=pod.key, reason=reason, error=f"{type(e).__name__}: {e}")
 
     def forget(self, pod_uid: str) -> None:
         self._last.pop(pod_uid, None)
@@ -104,3 +108,5 @@ async def set_unschedulable(kube: Kube, pod: PodInfo, message: str) -> None:
     except ApiException as e:
         if e.status != 404:
             log.warning("pod condition not written", pod=pod.key, status=e.status, error=e.reason)
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:  # written again on the next attempt
+        log.warning("pod condition not written", pod=pod.key, error=f"{type(e).__name__}: {e}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,9 @@ class Kube:
         self.api = api
         self.limiter = limiter if limiter is not None else _default_limiter()
         self.server_retries = _SERVER_RETRIES  # resends after a 429 or a 5xx with Retry-After
+        # Called before every write (not GET) is sent; raises to refuse it. The operator installs the
+        # leader elector's fence on the client of the leader's duties.
+        self.fence: Callable[[], None] | None = None
         # kubernetes-asyncio opens its aiohttp session with trust_env=True: every request then reads
         # ~/.netrc and the proxy variables in a thread (5-30 % of draxr's CPU under load, measured with
         # py-spy). The API server is reached directly; switch that lookup off.
@@ -163,6 +166,8 @@ class Kube:
         for attempt in range(self.server_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
+            if self.fence is not None and method != "GET":
+                self.fence()
             try:
                 data = await self.api.call_api(
                     path,

@@ -33,6 +33,12 @@ def default_identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+class NotLeading(ConnectionError):
+    """A write refused before it was sent: this replica does not hold the lease, or has not renewed
+    it within the renew deadline (a process frozen past its lease must not write on a stale view
+    before its renewal loop finds out). Handled like a lost connection; the replica exits soon."""
+
+
 def _why(e: BaseException) -> str:
     return api_message(e) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
 
@@ -55,6 +61,7 @@ class LeaderElector:
         self.is_leader = False
         # Fixed retry period as client-go's; the guard counts, logs and escalates repeated bugs.
         self._guard = GuardedLoop("leader-election")
+        self.renewed_at = 0.0  # time.monotonic() of the last successful acquire or renewal
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Wait to become leader, run ``lead()`` while leading; return when leadership is lost (the
@@ -77,7 +84,10 @@ class LeaderElector:
     async def _acquire(self) -> None:
         while True:
             try:
-                if await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.renew_deadline):
+                async with asyncio.timeout(self.renew_deadline):  # (not wait_for: see _renew_until_lost)
+                    acquired = await self._try_acquire_or_renew()
+                if acquired:
+                    self.renewed_at = time.monotonic()
                     self._guard.succeeded()
                     return
             except Exception as e:  # any failure: not acquired, try again (a bug repeated ends the process)
@@ -95,22 +105,35 @@ class LeaderElector:
                 await self.kube.replace(LEASES, lease, self.namespace)
 
     async def _renew_until_lost(self, task: asyncio.Task[None]) -> None:
-        last_ok = time.monotonic()
+        last_ok = self.renewed_at
         while not task.done():
             try:
-                ok = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.retry_period)
-            except Exception as e:  # any failure (API error, network, closed client): not renewed
+                # As client-go: an attempt may take until the renew deadline (a slow API server is no
+                # lost lease), not just a retry period. asyncio.timeout, not wait_for: on Python 3.11
+                # wait_for drops a cancellation that arrives as the attempt completes.
+                async with asyncio.timeout(max(0.0, last_ok + self.renew_deadline - time.monotonic())):
+                    ok = await self._try_acquire_or_renew()
+            except Exception as e:  # any failure (API error, network, closed client, deadline): not renewed
                 log.warning("lease renewal failed", error=_why(e))
                 metrics.LOOP_ERRORS.labels(loop="leader-election", kind=classify(e).value).inc()
                 ok = False
             now = time.monotonic()
             if ok:
-                last_ok = now
+                last_ok = self.renewed_at = now
             elif now - last_ok >= self.renew_deadline:
                 log.error("leadership lost: lease not renewed within the deadline", deadline=self.renew_deadline)
                 return
             # Sleep at most until the deadline, so that a hanging API never keeps us leading.
             await asyncio.wait([task], timeout=min(self.retry_period, max(0.05, last_ok + self.renew_deadline - now)))
+
+    def fence(self) -> None:
+        """Raise NotLeading unless this replica holds the lease and renewed it within the renew
+        deadline. Installed on the client of the leader's duties: checked before every write."""
+        idle = time.monotonic() - self.renewed_at
+        if not self.is_leader:
+            raise NotLeading(f"not leading: lease {self.namespace}/{self.name} not held")
+        if idle >= self.renew_deadline:
+            raise NotLeading(f"not leading: lease {self.namespace}/{self.name} not renewed for {idle:.1f}s")
 
     async def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)

@@ -73,7 +73,8 @@ class MappingStatusWriter:
         async def pause() -> None:
             await asyncio.sleep(self.min_gap)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                async with asyncio.timeout(self.interval):  # (not wait_for: see SchedulingQueue.pop)
+                    await self._wake.wait()
 
         await GuardedLoop("mapping-status").run(step, pause)
 

@@ -69,6 +69,7 @@ class Scheduler:
         self._adoption_scanned: ExtendedResourceMapping | None = None
         self._depth_published = 0.0
         self.heartbeat = time.monotonic()  # the loop last took a pod (or started)
+        self.running = False  # run() is on (a new leader catches up and rolls back first)
 
     def wants(self, pod: PodInfo) -> bool:
         adopt = self.state.mapping if self.settings.adopt_unschedulable else None
@@ -129,7 +130,11 @@ class Scheduler:
         async def go_on() -> None:
             pass
 
-        await guard.run(step, go_on)
+        self.running = True
+        try:
+            await guard.run(step, go_on)
+        finally:
+            self.running = False
 
     def _inventory_stamp(self) -> object:
         """What a broken class, slice or mapping may be healed by: any change of those."""
@@ -137,8 +142,9 @@ class Scheduler:
         return (inv.revision, inv.class_revision, self.state.overrides)
 
     def stalled_for(self) -> float:
-        """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one."""
-        return 0.0 if self.queue.waiting else time.monotonic() - self.heartbeat
+        """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one,
+        and before it runs (a new leader catching up and rolling back is no stalled loop)."""
+        return 0.0 if self.queue.waiting or not self.running else time.monotonic() - self.heartbeat
 
     def cycle(self, pod: PodInfo) -> None:
         t0 = time.monotonic()

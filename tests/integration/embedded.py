@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from kubernetes_asyncio import client
+
 from draxr.app import Operator, connect
 from draxr.kube import Kube
 from draxr.settings import Settings
@@ -13,15 +15,19 @@ from draxr.settings import Settings
 
 @contextlib.asynccontextmanager
 async def embedded_operator(settings: Settings) -> AsyncIterator[tuple[Kube, Operator]]:
-    """Yields the operator's own client and the operator once its initial sync is done."""
+    """Yields a client with the operator's configuration (its identity) and the operator once its
+    initial sync is done. Not the operator's own client: that one refuses writes while the
+    operator does not lead (the leader's fence), and the test's writes must not depend on it."""
     kube, cfg = await connect(settings)
     op = Operator(settings, kube, cfg)
+    mine = Kube(client.ApiClient(cfg))
     stop = asyncio.Event()
     task = asyncio.create_task(op.run(stop))
     try:
         await asyncio.wait_for(op.synced.wait(), 60)
-        yield kube, op
+        yield mine, op
     finally:
         stop.set()
         await asyncio.wait_for(task, 60)
+        await mine.close()
         await kube.close()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
+
 from draxr.core.state import PodInfo
-from draxr.events import Recorder
+from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube, Resource
+from draxr.leader import NotLeading
 from tests.unit.cluster_builders import pod
 
 JSON = dict[str, Any]
@@ -41,3 +44,25 @@ async def test_repeated_warning_is_a_series_and_bound_pods_leave_nothing_behind(
     await rec.pod_event(PodInfo.from_api(pod("b")), reason="Scheduled", action="Binding", note="assigned")
     assert kube.calls[-2:] == [("create", "Scheduled"), ("create", "Scheduled")]
     assert rec._last == {}  # a Normal event never repeats: nothing is remembered for it
+
+
+class UnreachableKube(Kube):
+    def __init__(self, error: BaseException) -> None:
+        self.limiter = None
+        self.error = error
+
+    async def create(self, *_: Any, **__: Any) -> JSON:
+        raise self.error
+
+    async def patch(self, *_: Any, **__: Any) -> JSON:
+        raise self.error
+
+
+async def test_events_and_conditions_that_get_no_answer_are_dropped_not_raised() -> None:
+    """Best effort, like a refusal: the chaos run's dropped connections (and a replica whose lease
+    is not fresh, NotLeading) left "Task exception was never retrieved" behind instead."""
+    info = PodInfo.from_api(pod("a"))
+    for error in (aiohttp.ServerDisconnectedError(), NotLeading("not leading"), TimeoutError()):
+        kube = UnreachableKube(error)
+        await Recorder(kube, "draxr").pod_event(info, reason="FailedScheduling", action="Scheduling", note="x")
+        await set_unschedulable(kube, info, "0/1 nodes are available.")

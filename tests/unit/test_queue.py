@@ -4,6 +4,7 @@ pods until the cluster changes (or a flush interval passes), no pod handed out t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from types import SimpleNamespace
 
@@ -58,7 +59,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     but nothing here waits on it)."""
     c = Clock()
     monkeypatch.setattr(draxr.queue, "time", SimpleNamespace(monotonic=c))
-    monkeypatch.setattr(draxr.queue, "asyncio", SimpleNamespace(wait_for=c.wait_for, Event=asyncio.Event))
+
+    async def wait_event(event: asyncio.Event, timeout: float | None) -> None:
+        with contextlib.suppress(TimeoutError):
+            await c.wait_for(event.wait(), timeout)
+
+    monkeypatch.setattr(draxr.queue, "_wait_event", wait_event)
     return c
 
 
@@ -534,3 +540,21 @@ def test_unresolvable_against_an_inventory_is_retried_when_the_inventory_changes
     assert q.pending()["unschedulable"] == 1  # "unsupported" waits for its own update or the flush
     q.add("unsupported", 0, "unsupported")
     assert q.next_ready(8, stamp=("inv", 3))[0] == "unsupported"
+
+
+async def test_pop_is_cancelled_even_when_a_pod_arrives_in_the_same_turn() -> None:
+    """Cancelling the scheduling loop (leadership lost) must stop it, also when a watch event wakes
+    the queue in the same event-loop turn. Python 3.11's asyncio.wait_for returns the inner result
+    and drops the cancellation then: the loop of a replica that had lost its lease went on
+    scheduling and binding (found by bench/chaos.py: SIGSTOP of the leader, devices in two claims)."""
+    q = queue(initial=5.0)
+    q.add("backing-off", 0, "2026-01-01T00:00:00Z")
+    assert await q.pop(lambda: 0) == "backing-off"
+    q.failed("backing-off", 0, unschedulable=False)  # pop() now waits with a timeout (its backoff)
+    popping = asyncio.create_task(q.pop(lambda: 0))
+    await asyncio.sleep(0.01)
+    assert q.waiting
+    q.add("late", 0, "2026-01-01T00:00:00Z")  # wakes pop() ...
+    popping.cancel()  # ... in the very turn it is cancelled
+    with pytest.raises(asyncio.CancelledError):
+        await popping

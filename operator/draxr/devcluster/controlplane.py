@@ -202,6 +202,24 @@ class ControlPlane:
         )
         self.timings["default_serviceaccount"] = time.monotonic() - t0
 
+    def restart_apiserver(self, down_seconds: float = 0.0, timeout: float = 90.0) -> float:
+        """SIGKILL kube-apiserver, leave it down ``down_seconds``, start it again with the same flags
+        (and so the same port: clients reconnect to the address they know) and wait for /readyz.
+        Returns the seconds from the kill until it was ready again (for chaos runs)."""
+        t0 = time.monotonic()
+        proc = self._procs.get("kube-apiserver")
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        elif "kube-apiserver" in self.pids and _pid_is(self.pids["kube-apiserver"], self.binaries):
+            os.kill(self.pids["kube-apiserver"], signal.SIGKILL)  # (a control plane re-attached by load())
+            _wait_gone(self.pids["kube-apiserver"], self.binaries, timeout)
+        time.sleep(max(0.0, down_seconds))
+        self._spawn("kube-apiserver", self._apiserver_argv())
+        self._wait("kube-apiserver", lambda: self._api_get("/readyz") is not None, timeout)
+        return time.monotonic() - t0
+
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM every component in reverse start order, SIGKILL after ``grace`` seconds."""
         for name in reversed(list(self.pids)):
@@ -500,6 +518,12 @@ def _stop_popen(proc: subprocess.Popen[bytes], grace: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def _wait_gone(pid: int, binaries: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _pid_is(pid, binaries) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _stop_pid(pid: int, binaries: Path, grace: float) -> None:

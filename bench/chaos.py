@@ -1,0 +1,1299 @@
+"""The chaos run: two draxr replicas under faults, checked by an independent observer.
+
+    nice -n 5 .venv/bin/python bench/chaos.py --seed 1 --out bench/results/chaos.json   # full, ~14 min
+    .venv/bin/python bench/chaos.py --ci                                                # CI size, ~4 min
+
+One fresh control plane (etcd, kube-apiserver, kube-controller-manager, kwok; no kube-scheduler) in a
+temp dir, draxr installed with ``kubectl apply -k manifests/`` (its Deployment scaled to 0: the
+replicas run here instead), a fakedriver fleet of N kwok nodes × M fake GPUs (``example.com/gpu``)
+plus two probe nodes of their own class (``example.com/probe``, used by the probes only). Two
+``draxr run`` replicas run as the Deployment's pods would: in-cluster configuration with the
+manifests' ServiceAccount token, leader election on (short lease), and they reach the API server
+ONLY through the fault proxy (tests/faultproxy.py, in a child process; KUBERNETES_SERVICE_HOST/PORT
+name it, its certificate is signed by the control plane's CA). A replica that exits is started
+again by the harness after a second (as the kubelet would), and the reason is counted.
+
+Workload (straight to the API server): Jobs whose pods ask for 1, 2 or 4 devices and complete after
+``draxr.io/run-for`` (kwok; TTL-after-finished deletes them), Deployments whose pods stay and that
+are scaled up and down at random, and one Deployment asking for more devices than a node has (it
+never fits: its pods must carry a true FailedScheduling).
+
+Faults, one at a time, in a seeded random order (each kind once per round), with random gaps, now
+and then a long quiet one: SIGKILL of the leader; SIGSTOP of the leader for longer than the lease,
+then SIGCONT (it must find its lease lost and exit); SIGKILL of kube-apiserver and a restart on the
+same port; and through the proxy: drop every connection and refuse new ones for a few seconds,
+stall every response, add latency, cut the watches mid-event, answer 410 Gone to lists and
+watches, 429 with Retry-After, 500, 503 with Retry-After. After each fault a probe pod is created
+and must be bound within the grace (30 s).
+
+The observer is independent of draxr's code: its own aiohttp client with the admin certificate,
+straight to kube-apiserver (never through the proxy), polling every ``--poll`` seconds the
+ResourceClaims, then the pods (and FailedScheduling Events, nodes and slices less often). It
+checks continuously (time limits count from the end of the last fault, and not while one is on):
+
+* no device (driver, pool, device) is in two allocated claims at once;
+* no special claim is left more than the grace after its pod is terminal or gone;
+* no pod is bound twice (nodeName or its claim changing once bound);
+* a bound pod's claim holds exactly the devices it asked for, on its own node, reserved for it;
+* a pending pod that fits (its own model: free devices per node = devices - allocated, handed to the
+  pending pods oldest first, best fit) is bound within the grace; a pending pod that fits nowhere
+  carries PodScheduled=False/Unschedulable with a "0/N nodes are available" that counts the
+  cluster's nodes, and a FailedScheduling Event from draxr;
+* the probe after each fault is bound within the grace;
+* a SIGSTOPped leader whose lease was taken over exits after SIGCONT.
+
+It prints a table (pods, faults with their worst recovery, violations, replica restarts), saves the
+JSON (``--out``) and exits 1 if any invariant was violated. Everything listens on 127.0.0.1; every
+loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+
+from draxr.devcluster import fakedriver  # noqa: E402
+from draxr.devcluster.binaries import ensure_binaries  # noqa: E402
+from draxr.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port  # noqa: E402
+from draxr.devcluster.pki import issue_serving_cert  # noqa: E402
+from draxr.kube import Kube  # noqa: E402  (set-up only: the fleet; the observer has its own client)
+
+JSON = dict[str, Any]
+NS = "chaos"
+DRAXR_NS, DRAXR_SA, SCHEDULER = "draxr-system", "draxr", "draxr"
+GPU, PROBE = "example.com/gpu", "example.com/probe"
+DRIVERS = {GPU: "gpu.example.com", PROBE: "probe.example.com"}
+SPECIAL_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+LEASE = ("--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1")
+LEASE_SECONDS = 6.0
+KINDS = (
+    "leader-sigkill",
+    "leader-sigstop",
+    "apiserver-kill",
+    "drop-all",
+    "stall",
+    "latency",
+    "cut-watches",
+    "gone",
+    "throttle",
+    "errors-500",
+    "errors-503",
+)
+INVARIANTS = {
+    "double_allocation": "no device in two allocated claims",
+    "stale_claim": "no special claim left > grace after its pod ended or went",
+    "rebound": "no pod bound twice",
+    "wrong_placement": "bound pod's claim: its node, its count, reserved for it",
+    "fitting_unbound": "pending pod that fits bound within grace",
+    "untrue_reason": "pending pod that fits nowhere has a true FailedScheduling",
+    "probe": "probe bound within grace after each fault",
+    "stopped_leader": "SIGSTOPped leader that lost the lease exits",
+}
+NODES_AVAILABLE = re.compile(r"^0/(\d+) nodes are available")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@dataclass
+class Config:
+    seed: int = 1
+    nodes: int = 200
+    devices: int = 4
+    fault_seconds: float = 600.0  # faults are started for this long
+    settle_seconds: float = 45.0  # then quiet (no faults, no new workload), the observer goes on
+    grace: float = 30.0
+    poll: float = 1.5
+    job_rate: float = 1.1  # Jobs created per second
+    job_max_parallelism: int = 3
+    deployments: tuple[int, ...] = (1, 2, 1, 2)  # devices per pod of each scaled Deployment
+    deployment_max: int = 40
+    whole_max: int = 100  # the Deployment whose pods take a whole node (``devices`` each)
+    scale_every: tuple[float, float] = (6.0, 15.0)
+    gap: tuple[float, float] = (4.0, 10.0)
+    long_gap: tuple[float, float] = (35.0, 45.0)
+    long_gap_chance: float = 0.15
+    fault_scale: float = 1.0  # multiplies the fault durations
+    kinds: tuple[str, ...] = KINDS  # the faults to inject (each once per round, in random order)
+    min_rounds: int = 1  # go on past fault_seconds (by at most 90 s) until every kind had its turn this often
+    keep: bool = False
+    out: str | None = None
+
+    @classmethod
+    def ci(cls, seed: int = 1) -> Config:
+        return cls(
+            seed=seed,
+            nodes=16,
+            devices=4,
+            fault_seconds=180.0,
+            settle_seconds=36.0,
+            poll=1.0,
+            job_rate=0.25,
+            job_max_parallelism=2,
+            deployments=(1, 2),
+            deployment_max=6,
+            whole_max=6,
+            scale_every=(8.0, 16.0),
+            gap=(3.0, 6.0),
+            long_gap_chance=0.0,  # the settle phase is the long quiet window
+            fault_scale=0.7,
+        )
+
+
+# ---- the harness's own API client (observer, workload, faults): straight to kube-apiserver --------------
+
+
+class Api:
+    """aiohttp with the admin client certificate. No draxr code: the observer must not share its bugs."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        ctx = ssl.create_default_context(cafile=str(cp.pki.ca_crt))
+        ctx.load_cert_chain(str(cp.pki.client_crt("admin")), str(cp.pki.client_key("admin")))
+        self.base = cp.api_url
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ctx, limit=16),
+            timeout=aiohttp.ClientTimeout(total=30, sock_connect=5),
+            headers={"User-Agent": "draxr-chaos"},
+            trust_env=False,
+        )
+        self.errors = 0
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def call(
+        self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None, ctype: str | None = None
+    ) -> tuple[int, JSON]:
+        """(status, body); status 0 when the API server did not answer."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json", "Content-Type": ctype or "application/json"}
+        try:
+            async with self.session.request(method, self.base + path, data=data, params=query, headers=headers) as r:
+                raw = await r.read()
+                try:
+                    obj = json.loads(raw) if raw else {}
+                except ValueError:
+                    obj = {"raw": raw[:300].decode(errors="replace")}
+                return r.status, obj
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            self.errors += 1
+            return 0, {"error": repr(e)}
+
+    async def list(self, path: str, query: dict[str, str] | None = None) -> list[JSON] | None:
+        """Every item (pages of 500 from one consistent snapshot), None if the server did not answer."""
+        items: list[JSON] = []
+        q = dict(query or {}, limit="500")
+        for _ in range(1000):
+            status, page = await self.call("GET", path, query=q)
+            if status != 200:
+                return None
+            items += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+            q["continue"] = cont
+        return None
+
+    async def must(self, method: str, path: str, body: Any = None, ctype: str | None = None, ok: tuple[int, ...] = ()):
+        """A write that has to happen (set-up, workload): retried while the API server is away."""
+        for attempt in range(60):
+            status, obj = await self.call(method, path, body, ctype=ctype)
+            if 200 <= status < 300 or status in ok:
+                return status, obj
+            if status in (0, 429, 500, 503, 504) or "serviceaccount" in json.dumps(obj).lower():
+                await asyncio.sleep(min(0.25 * (attempt + 1), 2.0))
+                continue
+            raise RuntimeError(f"{method} {path}: {status} {json.dumps(obj)[:400]}")
+        raise RuntimeError(f"{method} {path}: the API server did not answer")
+
+
+# ---- the fault proxy, in a child process (its own GIL: it forwards all of draxr's traffic) ---------------
+
+
+def proxy_child(upstream: str, ca: str, cert: str, key: str, seed: int) -> int:
+    """``chaos.py _proxy ...``: runs tests/faultproxy.FaultProxy and executes JSON commands from stdin."""
+    sys.path.insert(0, str(REPO))
+    from tests.faultproxy import FaultProxy, lists, watches, writes
+
+    matches: dict[str | None, Any] = {None: None, "watches": watches, "lists": lists, "writes": writes}
+    proxy = FaultProxy(upstream, Path(ca), Path(cert), Path(key), seed=seed).start()
+    print(json.dumps({"port": proxy.port}), flush=True)
+    try:
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            name = cmd.pop("cmd")
+            try:
+                result: Any = None
+                if name == "counts":
+                    result = dict(proxy.counts)
+                elif name == "clear":
+                    proxy.clear()
+                elif name in ("drop_all", "stall", "latency", "cut_watches", "gone", "throttle", "errors"):
+                    getattr(proxy, name)(match=matches[cmd.pop("match", None)], **cmd)
+                else:
+                    raise ValueError(f"unknown command {name!r}")
+                print(json.dumps({"ok": True, "result": result}), flush=True)
+            except Exception as e:
+                print(json.dumps({"ok": False, "error": repr(e)}), flush=True)
+    finally:
+        proxy.stop()
+    return 0
+
+
+class ProxyProcess:
+    def __init__(self) -> None:
+        self.proc: asyncio.subprocess.Process | None = None
+        self.port = 0
+        self._lock = asyncio.Lock()
+
+    async def start(self, cp: ControlPlane, run_dir: Path, seed: int) -> None:
+        certs = run_dir / "faultproxy-pki"
+        certs.mkdir()
+        cert, key = issue_serving_cert(cp.pki, certs, "faultproxy", "draxr-faultproxy")
+        with (run_dir / "faultproxy.log").open("ab") as err:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "_proxy", cp.api_url, str(cp.pki.ca_crt), str(cert), str(key), str(seed),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
+            )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 30)
+        self.port = int(json.loads(line)["port"])
+
+    async def command(self, cmd: str, **params: Any) -> Any:
+        assert self.proc is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        async with self._lock:
+            self.proc.stdin.write((json.dumps({"cmd": cmd, **params}) + "\n").encode())
+            await self.proc.stdin.drain()
+            answer = json.loads(await asyncio.wait_for(self.proc.stdout.readline(), 20))
+        if not answer["ok"]:
+            raise RuntimeError(f"faultproxy {cmd}: {answer['error']}")
+        return answer["result"]
+
+    async def stop(self) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 15)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# ---- draxr replicas ----------------------------------------------------------------------------------------
+
+
+class Replica:
+    """One ``draxr run`` as a Deployment pod runs it (in-cluster config, the SA token), through the proxy."""
+
+    def __init__(self, name: str, sa_dir: Path, proxy_port: int, run_dir: Path) -> None:
+        self.name, self.sa_dir, self.run_dir = name, sa_dir, run_dir
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAXR_", "KUBECONFIG"))}
+        self.env.update(
+            KUBERNETES_SERVICE_HOST=LOOPBACK,
+            KUBERNETES_SERVICE_PORT=str(proxy_port),
+            POD_NAME=name,
+            POD_NAMESPACE=DRAXR_NS,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.kill_requested = False
+        self.stopped = False  # SIGSTOPped right now
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / f"{self.name}.{self.starts}.log"
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable, "-m", "draxr", "run",
+            "--serviceaccount-dir", str(self.sa_dir),
+            "--scheduler-name", SCHEDULER,
+            "--bind-address", LOOPBACK,
+            "--metrics-port", str(free_port()),
+            "--health-port", str(free_port()),
+            "--webhook-port", str(free_port()),
+            "--webhook-extra-hosts", LOOPBACK,
+            *LEASE,
+            # Short watch deadlines, so that a stuck replica is noticed (and restarted) quickly.
+            "--watch-timeout-seconds", "60",
+            "--watch-idle-seconds", "15",
+            "--watch-deadline-seconds", "30",
+            "--liveness-exit-seconds", "5",
+            "--scheduling-stall-seconds", "20",
+            "--backoff-initial-seconds", "0.5",
+            "--backoff-max-seconds", "5",
+            "--unschedulable-flush-seconds", "10",
+            "--release-sweep-seconds", "5",
+            "--log-format", "json",
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        self.starts += 1
+        self.kill_requested = self.stopped = False
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv(), env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def identity(self) -> str | None:
+        """The lease identity this process took (its log says so when it became leader)."""
+        for line in reversed(self.text().splitlines()):
+            if '"became leader"' in line:
+                with contextlib.suppress(ValueError):
+                    return str(json.loads(line).get("identity"))
+        return None
+
+    def synced(self) -> bool:
+        return "initial sync done" in self.text()
+
+    def exit_reason(self) -> str:
+        rc = self.proc.returncode if self.proc is not None else None
+        if self.kill_requested and rc == -signal.SIGKILL:
+            return "SIGKILL (fault)"
+        tail = "\n".join(self.text().splitlines()[-30:])
+        if "lost leadership" in tail:
+            return "lost leadership"
+        if "liveness failed" in tail:
+            m = re.search(r"liveness failed: (watch \w+|scheduling loop|task \S+)", tail)
+            return f"liveness ({m.group(1)})" if m else "liveness"
+        if "long-running task ended" in tail:
+            return "task ended"
+        if "leading failed" in tail:
+            return "leading failed"
+        return f"exit code {rc}"
+
+    def signal(self, sig: int) -> None:
+        if self.alive and self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Replicas:
+    """Keeps the replicas running: one that exits is started again after ``restart_delay``, the reason counted."""
+
+    def __init__(self, replicas: list[Replica], restart_delay: float = 1.0, max_restarts: int = 400) -> None:
+        self.replicas = replicas
+        self.restart_delay = restart_delay
+        self.max_restarts = max_restarts
+        self.restarts: Counter[str] = Counter()
+        self.exits: list[JSON] = []
+        self.t0 = time.monotonic()
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            for r in self.replicas:
+                if r.proc is not None and not r.alive:
+                    reason = r.exit_reason()
+                    self.restarts[reason] += 1
+                    self.exits.append(
+                        {"replica": r.name, "at": round(time.monotonic() - self.t0, 1), "reason": reason,
+                         "code": r.proc.returncode, "log": r.log_path.name}
+                    )  # fmt: skip
+                    log(f"replica {r.name} exited ({reason}); restarting")
+                    if sum(self.restarts.values()) > self.max_restarts:
+                        raise RuntimeError(f"more than {self.max_restarts} replica restarts: {dict(self.restarts)}")
+                    await asyncio.sleep(self.restart_delay)
+                    r.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.3)
+
+    def stop(self) -> None:
+        for r in self.replicas:
+            r.stop()
+
+
+# ---- workload ----------------------------------------------------------------------------------------------
+
+
+def pod_spec(resource: str, count: int, restart: str = "Never") -> JSON:
+    return {
+        "schedulerName": SCHEDULER,
+        "restartPolicy": restart,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {"name": "c", "image": "registry.invalid/chaos:1", "resources": {"limits": {resource: str(count)}}}
+        ],
+    }
+
+
+def deployment(name: str, count: int, replicas: int) -> JSON:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "strategy": {"type": "Recreate"},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec(GPU, count, restart="Always")},
+        },
+    }
+
+
+class Workload:
+    def __init__(self, api: Api, cfg: Config, rng: random.Random) -> None:
+        self.api, self.cfg, self.rng = api, cfg, rng
+        self.jobs = 0
+        self.job_pods = 0
+        self.scalings = 0
+        self.scaled: dict[str, int] = {}
+        self.creating: set[asyncio.Task[Any]] = set()
+
+    def deployments(self) -> dict[str, tuple[int, int]]:
+        """name -> (devices per pod, max replicas)."""
+        out = {f"dep-{i}": (n, self.cfg.deployment_max) for i, n in enumerate(self.cfg.deployments)}
+        out["whole"] = (self.cfg.devices, self.cfg.whole_max)
+        return out
+
+    async def create_deployments(self) -> None:
+        for name, (count, most) in self.deployments().items():
+            self.scaled[name] = most // 2
+            await self.api.must(
+                "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment(name, count, most // 2)
+            )
+        # Never fits: more devices than a node has.
+        too = deployment("too-large", self.cfg.devices + 1, 2)
+        await self.api.must("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", too)
+
+    async def jobs_loop(self, until: float) -> None:
+        while time.monotonic() < until:
+            await asyncio.sleep(min(self.rng.expovariate(self.cfg.job_rate), max(0.0, until - time.monotonic())))
+            if time.monotonic() >= until:
+                return
+            parallelism = self.rng.randint(1, self.cfg.job_max_parallelism)
+            completions = self.rng.randint(parallelism, 2 * parallelism + 1)
+            count = self.rng.choices([1, 2, self.cfg.devices], weights=[5, 3, 1])[0]
+            run_for = self.rng.choice(["3s", "5s", "8s", "12s"])
+            self.jobs += 1
+            self.job_pods += completions
+            body = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": f"job-{self.jobs:05d}"},
+                "spec": {
+                    "parallelism": parallelism,
+                    "completions": completions,
+                    "backoffLimit": 2,
+                    "ttlSecondsAfterFinished": 10,
+                    "template": {
+                        "metadata": {"labels": {"app": "job"}, "annotations": {RUN_FOR_ANNOTATION: run_for}},
+                        "spec": pod_spec(GPU, count),
+                    },
+                },
+            }
+            task = asyncio.create_task(self.api.must("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body))
+            self.creating.add(task)
+            task.add_done_callback(self.creating.discard)
+        await asyncio.gather(*list(self.creating))
+
+    async def scale_loop(self, until: float) -> None:
+        deps = self.deployments()
+        while time.monotonic() < until:
+            await asyncio.sleep(min(self.rng.uniform(*self.cfg.scale_every), max(0.0, until - time.monotonic())))
+            if time.monotonic() >= until:
+                return
+            name = self.rng.choice(sorted(deps))
+            replicas = self.rng.randint(0, deps[name][1])
+            self.scaled[name] = replicas
+            self.scalings += 1
+            await self.api.must(
+                "PATCH",
+                f"/apis/apps/v1/namespaces/{NS}/deployments/{name}/scale",
+                {"spec": {"replicas": replicas}},
+                ctype="application/merge-patch+json",
+            )
+
+
+# ---- the observer -------------------------------------------------------------------------------------------
+
+
+def requested(pod: JSON) -> tuple[str, int] | None:
+    """(extended resource, count) the pod asks for (our pods ask for one kind in one container)."""
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        limits = (c.get("resources") or {}).get("limits") or {}
+        for name in (GPU, PROBE):
+            if name in limits:
+                return name, int(limits[name])
+    return None
+
+
+def special_owner(claim: JSON) -> str | None:
+    meta = claim.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(SPECIAL_CLAIM) != "true":
+        return None
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == "Pod":
+            return str(ref.get("uid"))
+    return None
+
+
+class Observer:
+    """Polls the API server directly and counts invariant violations (see the module docstring)."""
+
+    def __init__(self, api: Api, cfg: Config) -> None:
+        self.api, self.cfg = api, cfg
+        self.violations: Counter[str] = Counter({k: 0 for k in INVARIANTS})
+        self.details: list[JSON] = []
+        self._flagged: set[tuple[str, str]] = set()
+        self.fault_active = False
+        self.last_fault_end = 0.0
+        self.t0 = time.monotonic()
+        # the cluster's devices: (driver, node) -> device names; nodes
+        self.devices: dict[tuple[str, str], set[str]] = {}
+        self.node_count = 0
+        self.failed_events: set[str] = set()  # pod uids with a FailedScheduling Event from draxr
+        # what it saw
+        self.created: dict[str, str] = {}  # uid -> role (job, deployment, probe)
+        self.bound: dict[str, tuple[str, str]] = {}  # uid -> (node, claim) when first seen bound
+        self.completed: set[str] = set()
+        self.placement_checked: set[str] = set()
+        self.claim_missing: Counter[str] = Counter()
+        self.suspect: Counter[str] = Counter()
+        self.fit_since: dict[str, float] = {}
+        self.nofit_since: dict[str, float] = {}
+        self.reason_ok: set[str] = set()
+        self.stale_since: dict[str, float] = {}
+        self.ended_claims_seen = 0  # claims seen after their pod ended (and then gone: released)
+        self.polls = 0
+        self.poll_failures = 0
+        self.max_allocated = 0
+
+    # -- time limits -------------------------------------------------------------------------------------------
+    def fault_started(self) -> None:
+        self.fault_active = True
+
+    def fault_ended(self, at: float) -> None:
+        self.fault_active = False
+        self.last_fault_end = at
+
+    def overdue(self, since: float, now: float) -> bool:
+        return not self.fault_active and now - max(since, self.last_fault_end) > self.cfg.grace
+
+    def violate(self, kind: str, key: str, **detail: Any) -> None:
+        if (kind, key) in self._flagged:
+            return
+        self._flagged.add((kind, key))
+        self.violations[kind] += 1
+        entry = {"invariant": kind, "at": round(time.monotonic() - self.t0, 1), "key": key, **detail}
+        if len(self.details) < 300:
+            self.details.append(entry)
+        log(f"VIOLATION {kind}: {json.dumps(entry)[:600]}")
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        last_inventory = last_events = 0.0
+        while not stop.is_set():
+            t = time.monotonic()
+            if t - last_inventory > 20 and await self.inventory():
+                last_inventory = t
+            if t - last_events > 4 and await self.events():
+                last_events = t
+            await self.poll()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.05, self.cfg.poll - (time.monotonic() - t)))
+
+    async def inventory(self) -> bool:
+        slices = await self.api.list("/apis/resource.k8s.io/v1/resourceslices")
+        nodes = await self.api.list("/api/v1/nodes")
+        if slices is None or nodes is None:
+            return False
+        devices: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for s in slices:
+            spec = s.get("spec") or {}
+            devices[(spec.get("driver", ""), spec.get("nodeName", ""))] |= {
+                d["name"] for d in spec.get("devices") or ()
+            }
+        self.devices = dict(devices)
+        self.node_count = len(nodes)
+        return True
+
+    async def events(self) -> bool:
+        items = await self.api.list(f"/api/v1/namespaces/{NS}/events", {"fieldSelector": "reason=FailedScheduling"})
+        if items is None:
+            return False
+        for e in items:
+            who = e.get("reportingComponent") or (e.get("source") or {}).get("component")
+            if who == SCHEDULER:
+                self.failed_events.add(str((e.get("involvedObject") or {}).get("uid")))
+        return True
+
+    async def poll(self) -> None:
+        # Claims first: a claim created after this list belongs to a pod the next list still shows.
+        claims = await self.api.list(f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims")
+        pods = await self.api.list(f"/api/v1/namespaces/{NS}/pods") if claims is not None else None
+        if claims is None or pods is None:
+            self.poll_failures += 1
+            return
+        self.polls += 1
+        self.check(time.monotonic(), claims, pods)
+
+    def check(self, now: float, claims: list[JSON], pods: list[JSON]) -> None:
+        pods_by_uid = {p["metadata"]["uid"]: p for p in pods}
+        claims_by_name = {c["metadata"]["name"]: c for c in claims}
+
+        # 1. no device in two allocated claims
+        holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for c in claims:
+            alloc = (c.get("status") or {}).get("allocation")
+            for r in ((alloc or {}).get("devices") or {}).get("results") or ():
+                holders[(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))].append(c["metadata"]["name"])
+        used: Counter[tuple[str, str]] = Counter()
+        for (driver, pool, device), names in holders.items():
+            used[(driver, pool)] += 1
+            if len(names) > 1:
+                self.violate("double_allocation", f"{driver}/{pool}/{device}:{','.join(sorted(names))}", claims=names)
+        self.max_allocated = max(self.max_allocated, sum(n for (d, _), n in used.items() if d == DRIVERS[GPU]))
+
+        # 2. no special claim left after its pod ended or went
+        present = set()
+        for c in claims:
+            owner = special_owner(c)
+            if owner is None:
+                continue
+            uid = c["metadata"]["uid"]
+            present.add(uid)
+            pod = pods_by_uid.get(owner)
+            ended = pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if not ended:
+                self.stale_since.pop(uid, None)
+                continue
+            if uid not in self.stale_since:
+                self.ended_claims_seen += 1
+            since = self.stale_since.setdefault(uid, now)
+            if self.overdue(since, now):
+                self.violate(
+                    "stale_claim",
+                    uid,
+                    claim=c["metadata"]["name"],
+                    pod="gone" if pod is None else pod["metadata"]["name"],
+                    seconds=round(now - since, 1),
+                    allocated=bool((c.get("status") or {}).get("allocation")),
+                )
+        for uid in set(self.stale_since) - present:
+            del self.stale_since[uid]
+
+        # 3./4. bindings: once, where they fit, as asked
+        pending: list[tuple[str, str, JSON, str, int]] = []
+        for p in pods:
+            meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
+            if spec.get("schedulerName") != SCHEDULER:
+                continue
+            uid = meta["uid"]
+            req = requested(p)
+            if req is None:
+                continue
+            labels = meta.get("labels") or {}
+            self.created.setdefault(uid, "probe" if labels.get("role") == "probe" else labels.get("app", "?"))
+            phase = status.get("phase")
+            if phase == "Succeeded":
+                self.completed.add(uid)
+            node = spec.get("nodeName")
+            claim_name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or ""
+            if node:
+                first = self.bound.setdefault(uid, (node, claim_name))
+                if first != (node, claim_name):
+                    self.violate("rebound", uid, pod=meta["name"], first=first, now=(node, claim_name))
+                if uid not in self.placement_checked and phase not in ("Succeeded", "Failed"):
+                    self.check_placement(p, node, claim_name, claims_by_name.get(claim_name), req)
+                continue
+            if meta.get("deletionTimestamp") or phase not in (None, "Pending"):
+                continue
+            pending.append((meta.get("creationTimestamp", ""), uid, p, *req))
+
+        # 5. pending pods: bound when they fit, a true reason when they fit nowhere
+        free = {k: len(v) for k, v in self.devices.items()}
+        for (driver, pool), n in used.items():
+            if (driver, pool) in free:
+                free[(driver, pool)] -= n
+        unclaimed = dict(free)  # before the handout: "fits nowhere" ignores the competition
+        pending.sort(key=lambda x: (x[0], x[1]))
+        waiting = set()
+        for _, uid, p, resource, count in pending:
+            waiting.add(uid)
+            driver = DRIVERS[resource]
+            fitting = [(n, node) for (d, node), n in free.items() if d == driver and n >= count]
+            if fitting:
+                self.nofit_since.pop(uid, None)
+                best = min(fitting)  # best fit, as draxr's MostAllocated device scoring packs
+                free[(driver, best[1])] -= count
+                since = self.fit_since.setdefault(uid, now)
+                if self.overdue(since, now):
+                    self.violate(
+                        "fitting_unbound", uid, pod=p["metadata"]["name"], wants=f"{count} {resource}",
+                        fits_on=best[1], free=best[0], seconds=round(now - since, 1),
+                        condition=_scheduled_condition(p),
+                    )  # fmt: skip
+                continue
+            self.fit_since.pop(uid, None)
+            if any(d == driver and n >= count for (d, _), n in unclaimed.items()):
+                self.nofit_since.pop(uid, None)  # fits, but older pods come first: no claim either way
+                continue
+            since = self.nofit_since.setdefault(uid, now)
+            if uid in self.reason_ok or not self.overdue(since, now):
+                continue
+            why = self.untrue_reason(p)
+            if why is None:
+                self.reason_ok.add(uid)
+            else:
+                self.violate("untrue_reason", uid, pod=p["metadata"]["name"], why=why, wants=f"{count} {resource}")
+        for d in (self.fit_since, self.nofit_since):
+            for uid in set(d) - waiting:
+                del d[uid]
+
+    def check_placement(self, p: JSON, node: str, claim_name: str, claim: JSON | None, req: tuple[str, int]) -> None:
+        uid, name = p["metadata"]["uid"], p["metadata"]["name"]
+        if not claim_name:
+            self.violate("wrong_placement", uid, pod=name, why="bound without extendedResourceClaimStatus")
+            self.placement_checked.add(uid)
+            return
+        # The claims were listed before the pods: a binding written in between shows a bound pod
+        # with its claim as it was before (missing, or not yet allocated). Judged on a later list
+        # (taken after the pod was seen bound) only.
+        if claim is None:
+            self.claim_missing[uid] += 1
+            if self.claim_missing[uid] >= 3:
+                self.violate("wrong_placement", uid, pod=name, why=f"claim {claim_name} missing")
+                self.placement_checked.add(uid)
+            return
+        resource, count = req
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or ()]
+        problems = []
+        if len(results) != count:
+            problems.append(f"{len(results)} devices for a request of {count}")
+        for r in results:
+            if r.get("pool") != node or r.get("driver") != DRIVERS[resource]:
+                problems.append(f"device {r.get('driver')}/{r.get('pool')}/{r.get('device')} not on node {node}")
+            elif r.get("device") not in self.devices.get((r["driver"], node), set()):
+                problems.append(f"device {r.get('device')} does not exist on {node}")
+        if special_owner(claim) != uid:
+            problems.append("claim is not the pod's special claim")
+        if uid not in reserved:
+            problems.append(f"claim reserved for {reserved}")
+        if problems:
+            self.suspect[uid] += 1
+            if self.suspect[uid] < 2:
+                return
+            self.violate("wrong_placement", uid, pod=name, claim=claim_name, node=node, why=problems)
+        self.placement_checked.add(uid)
+
+    def untrue_reason(self, p: JSON) -> str | None:
+        """None when the pod carries a FailedScheduling that is true: PodScheduled=False/Unschedulable
+        counting every node of the cluster, and an Event from draxr."""
+        cond = _scheduled_condition(p)
+        if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
+            return f"no PodScheduled=False/Unschedulable condition: {cond}"
+        m = NODES_AVAILABLE.match(cond.get("message") or "")
+        if m is None or int(m.group(1)) != self.node_count:
+            return f"message does not count the {self.node_count} nodes: {cond.get('message')!r}"
+        if p["metadata"]["uid"] not in self.failed_events:
+            return "no FailedScheduling Event from draxr"
+        return None
+
+    def summary(self) -> JSON:
+        roles = Counter(self.created.values())
+        probes = {u for u, r in self.created.items() if r == "probe"}
+        work = set(self.created) - probes
+        return {
+            "pods_created": len(work),
+            "pods_bound": len(work & set(self.bound)),
+            "pods_completed": len(work & self.completed),
+            "pods_by_role": dict(roles),
+            "probes_seen": len(probes),
+            "polls": self.polls,
+            "poll_failures": self.poll_failures,
+            "max_devices_allocated": self.max_allocated,
+            "checked": {
+                "placements": len(self.placement_checked),
+                "true_reasons": len(self.reason_ok),
+                "special_claims_ended_seen": self.ended_claims_seen,
+            },
+            "violations": dict(self.violations),
+            "violation_details": self.details,
+        }
+
+
+def _scheduled_condition(p: JSON) -> JSON | None:
+    for c in (p.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+# ---- faults ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    started: float
+    ended: float = 0.0
+    params: JSON = field(default_factory=dict)
+    recovery_s: float | None = None
+    skipped: str = ""
+
+
+class Chaos:
+    def __init__(
+        self, cfg: Config, rng: random.Random, api: Api, cp: ControlPlane, proxy: ProxyProcess,
+        replicas: Replicas, observer: Observer,
+    ) -> None:  # fmt: skip
+        self.cfg, self.rng, self.api, self.cp, self.proxy = cfg, rng, api, cp, proxy
+        self.replicas, self.observer = replicas, observer
+        self.records: list[FaultRecord] = []
+        self.background: set[asyncio.Task[None]] = set()
+        self.t0 = time.monotonic()
+        self.probes = 0
+
+    def seconds(self, lo: float, hi: float) -> float:
+        return round(self.rng.uniform(lo, hi) * self.cfg.fault_scale, 1)
+
+    async def lease_holder(self) -> str:
+        status, lease = await self.api.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/{DRAXR_NS}/leases/draxr")
+        return str((lease.get("spec") or {}).get("holderIdentity") or "") if status == 200 else ""
+
+    async def leader(self, timeout: float = 30.0) -> Replica | None:
+        """The replica whose current process holds the lease (and leads)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            holder = await self.lease_holder()
+            for r in self.replicas.replicas:
+                if holder and r.alive and not r.stopped and r.identity() == holder:
+                    return r
+            await asyncio.sleep(0.5)
+        return None
+
+    async def run(self, until: float) -> None:
+        """Faults until ``until``, and on (at most 90 s) until every kind had ``min_rounds`` turns."""
+        bag: list[str] = []
+        rounds = 0
+        hard_stop = until + 90.0
+        while True:
+            now = time.monotonic()
+            if now >= hard_stop or (now >= until and (rounds >= self.cfg.min_rounds or not bag)):
+                return
+            if not bag:
+                bag = list(self.cfg.kinds)
+                self.rng.shuffle(bag)
+            kind = bag.pop()
+            rec = FaultRecord(kind, time.monotonic())
+            self.observer.fault_started()
+            try:
+                await self.inject(rec)
+            finally:
+                rec.ended = rec.ended or time.monotonic()
+                self.observer.fault_ended(rec.ended)
+            self.records.append(rec)
+            log(f"fault {kind} {rec.params} {'skipped: ' + rec.skipped if rec.skipped else 'ended'}")
+            if not rec.skipped:
+                await self.probe(rec)
+            if not bag:
+                rounds += 1
+            long = self.rng.random() < self.cfg.long_gap_chance
+            gap = self.rng.uniform(*(self.cfg.long_gap if long else self.cfg.gap))
+            now = time.monotonic()
+            await asyncio.sleep(max(0.0, min(gap, (until if now < until else hard_stop) - now)))
+
+    async def inject(self, rec: FaultRecord) -> None:
+        kind, p = rec.kind, rec.params
+        if kind in ("leader-sigkill", "leader-sigstop"):
+            leader = await self.leader()
+            if leader is None:
+                rec.skipped = "no leader within 30 s"
+                return
+            p["replica"] = leader.name
+            if kind == "leader-sigkill":
+                leader.kill_requested = True
+                leader.signal(signal.SIGKILL)
+                return
+            p["seconds"] = stop_s = round(LEASE_SECONDS + self.rng.uniform(2.0, 5.0), 1)
+            identity = leader.identity()
+            leader.stopped = True
+            leader.signal(signal.SIGSTOP)
+            await asyncio.sleep(stop_s)
+            holder = await self.lease_holder()
+            leader.stopped = False
+            leader.signal(signal.SIGCONT)
+            rec.ended = time.monotonic()
+            p["taken_over_by"] = holder if holder != identity else ""
+            if holder and holder != identity:
+                self._spawn(self.expect_exit(leader, leader.proc, rec))
+        elif kind == "apiserver-kill":
+            p["down_seconds"] = down = self.seconds(0.0, 3.0)
+            p["restart_s"] = round(await asyncio.to_thread(self.cp.restart_apiserver, down), 1)
+        elif kind == "drop-all":
+            p["refuse_seconds"] = s = self.seconds(2.0, 5.0)
+            await self.proxy.command("drop_all", refuse_seconds=s)
+            await asyncio.sleep(s)
+        elif kind == "stall":
+            p["seconds"] = s = self.seconds(3.0, 12.0)
+            await self.proxy.command("stall", seconds=s)
+            await asyncio.sleep(s)
+        elif kind == "latency":
+            p["latency"] = lat = round(self.rng.uniform(0.2, 1.0), 2)
+            p["seconds"] = s = self.seconds(8.0, 15.0)
+            await self.proxy.command("latency", seconds=lat, duration=s)
+            await asyncio.sleep(s + lat)
+        elif kind == "cut-watches":
+            p["seconds"] = s = self.seconds(0.0, 3.0)
+            await self.proxy.command("cut_watches", mid_event=True, seconds=s)
+            await asyncio.sleep(s)
+        elif kind == "gone":
+            p["seconds"] = s = self.seconds(3.0, 8.0)
+            await self.proxy.command("gone", seconds=s)
+            await asyncio.sleep(s)
+        elif kind == "throttle":
+            p["seconds"] = s = self.seconds(3.0, 8.0)
+            await self.proxy.command("throttle", seconds=s, retry_after=1)
+            await asyncio.sleep(s)
+        elif kind in ("errors-500", "errors-503"):
+            p["seconds"] = s = self.seconds(4.0, 10.0)
+            p["fraction"] = f = round(self.rng.uniform(0.3, 1.0), 2)
+            code = int(kind.rsplit("-", 1)[1])
+            await self.proxy.command("errors", seconds=s, code=code, fraction=f, retry_after=1)
+            await asyncio.sleep(s)
+        else:
+            raise ValueError(kind)
+
+    async def expect_exit(self, r: Replica, proc: subprocess.Popen[bytes] | None, rec: FaultRecord) -> None:
+        """The SIGSTOPped leader lost its lease meanwhile: after SIGCONT it must exit, without writing on."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if proc is None or proc.poll() is not None:
+                rec.params["exited_after_s"] = round(time.monotonic() - rec.ended, 1)
+                return
+            await asyncio.sleep(0.2)
+        self.observer.violate("stopped_leader", f"{r.name}.{r.starts}", replica=r.name, log=r.log_path.name)
+
+    async def probe(self, rec: FaultRecord) -> None:
+        """A pod of its own (probe nodes and class, never crowded out) must be bound within the grace."""
+        self.probes += 1
+        name = f"probe-{self.probes:03d}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"role": "probe"}},
+            "spec": pod_spec(PROBE, 1),
+        }
+        await self.api.must("POST", f"/api/v1/namespaces/{NS}/pods", body)
+        deadline = time.monotonic() + self.cfg.grace + 30
+        while time.monotonic() < deadline:
+            status, pod = await self.api.call("GET", f"/api/v1/namespaces/{NS}/pods/{name}")
+            if status == 200 and (pod.get("spec") or {}).get("nodeName"):
+                rec.recovery_s = round(time.monotonic() - rec.ended, 2)
+                break
+            await asyncio.sleep(0.25)
+        if rec.recovery_s is None or rec.recovery_s > self.cfg.grace:
+            self.observer.violate("probe", name, fault=rec.kind, recovery_s=rec.recovery_s, params=rec.params)
+        await self.api.must("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", {"gracePeriodSeconds": 0}, ok=(404,))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def drain(self) -> None:
+        await asyncio.gather(*list(self.background), return_exceptions=True)
+
+    def summary(self) -> JSON:
+        kinds: dict[str, JSON] = {}
+        for kind in KINDS:
+            recs = [r for r in self.records if r.kind == kind]
+            done = [r.recovery_s for r in recs if r.recovery_s is not None]
+            kinds[kind] = {
+                "count": sum(1 for r in recs if not r.skipped),
+                "skipped": sum(1 for r in recs if r.skipped),
+                "worst_recovery_s": max(done) if done else None,
+                "mean_recovery_s": round(sum(done) / len(done), 2) if done else None,
+            }
+        timeline = [
+            {**asdict(r), "started": round(r.started - self.t0, 1), "ended": round(r.ended - self.t0, 1)}
+            for r in self.records
+        ]
+        return {"faults": kinds, "timeline": timeline}
+
+
+# ---- set-up ---------------------------------------------------------------------------------------------------
+
+
+async def bounded(coros: list[Awaitable[Any]], limit: int = 16) -> None:
+    sem = asyncio.Semaphore(limit)
+
+    async def one(c: Awaitable[Any]) -> None:
+        async with sem:
+            await c
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+def kubectl(cp: ControlPlane, *args: str) -> str:
+    out = subprocess.run(
+        [str(cp.binaries / "kubectl"), *args],
+        env={**os.environ, "KUBECONFIG": str(cp.kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr}")
+    return out.stdout
+
+
+async def set_up(cfg: Config, cp: ControlPlane, api: Api) -> Path:
+    """Install, fleets, namespace, the ServiceAccount directory. Returns the SA dir."""
+    await asyncio.to_thread(kubectl, cp, "apply", "-k", str(REPO / "manifests"))
+    # The replicas run here, as processes: the Deployment's own pods would stay Pending anyway.
+    await asyncio.to_thread(kubectl, cp, "-n", DRAXR_NS, "scale", "deployment/draxr", "--replicas=0")
+    fleets = [
+        fakedriver.Fleet(prefix="node", dra_nodes=cfg.nodes, devices_per_node=cfg.devices,
+                         driver=DRIVERS[GPU], classes={DRIVERS[GPU]: GPU}),
+        fakedriver.Fleet(prefix="probe", dra_nodes=2, devices_per_node=4,
+                         driver=DRIVERS[PROBE], classes={DRIVERS[PROBE]: PROBE}),
+    ]  # fmt: skip
+    kube = await Kube.from_kubeconfig(cp.kubeconfig)
+    try:
+        await bounded([fakedriver.apply(kube, [o]) for f in fleets for o in f.manifests()])
+    finally:
+        await kube.close()
+    want = sum(f.dra_nodes for f in fleets)
+    for _ in range(600):
+        nodes = await api.list("/api/v1/nodes", {"labelSelector": "type=kwok"}) or []
+        if sum(1 for n in nodes if fakedriver._ready(n)) >= want:
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise TimeoutError(f"{want} nodes not Ready after 300 s")
+    await api.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for _ in range(200):
+        if (await api.call("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default"))[0] == 200:
+            break
+        await asyncio.sleep(0.2)
+    req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 6 * 3600}}
+    _, tok = await api.must("POST", f"/api/v1/namespaces/{DRAXR_NS}/serviceaccounts/{DRAXR_SA}/token", req)
+    sa_dir = cp.run_dir / "serviceaccount"
+    sa_dir.mkdir()
+    (sa_dir / "token").write_text(tok["status"]["token"])
+    shutil.copyfile(cp.pki.ca_crt, sa_dir / "ca.crt")
+    return sa_dir
+
+
+# ---- the run ----------------------------------------------------------------------------------------------------
+
+
+async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
+    """The whole run on its own control plane; returns the result (``result["violations"]`` all 0 is a pass)."""
+    t_start = time.monotonic()
+    rng = random.Random(cfg.seed)
+    log(f"chaos run: seed {cfg.seed}, {cfg.nodes} nodes × {cfg.devices} devices, faults for {cfg.fault_seconds:.0f} s")
+    run_dir = Path(tempfile.mkdtemp(prefix="draxr-chaos."))
+    bins = binaries or await asyncio.to_thread(ensure_binaries)
+    cp = ControlPlane(binaries=bins, run_dir=run_dir, options=Options(scheduler=False, kwok=True))
+    proxy = ProxyProcess()
+    replicas: Replicas | None = None
+    api: Api | None = None
+    result: JSON = {"config": asdict(cfg), "run_dir": str(run_dir)}
+    failed = True
+    try:
+        await asyncio.to_thread(cp.start)
+        log(f"control plane up in {cp.timings['total']:.1f}s ({run_dir})")
+        api = Api(cp)
+        sa_dir = await set_up(cfg, cp, api)
+        await proxy.start(cp, run_dir, cfg.seed)
+        replicas = Replicas([Replica(n, sa_dir, proxy.port, run_dir) for n in ("draxr-a", "draxr-b")])
+        for r in replicas.replicas:
+            r.start()
+        observer = Observer(api, cfg)
+        chaos = Chaos(cfg, rng, api, cp, proxy, replicas, observer)
+        for _ in range(240):
+            if all(r.synced() for r in replicas.replicas) and await chaos.leader(timeout=0.5):
+                break
+            if not all(r.alive for r in replicas.replicas):
+                raise RuntimeError("a replica exited during start-up; see " + str(run_dir))
+            await asyncio.sleep(0.5)
+        else:
+            raise TimeoutError("replicas not synced and leading after 120 s")
+        log(f"set-up done in {time.monotonic() - t_start:.0f}s; proxy on port {proxy.port}")
+        workload = Workload(api, cfg, rng)
+        await workload.create_deployments()
+
+        stop = asyncio.Event()
+        t_faults = time.monotonic()
+        until = t_faults + cfg.fault_seconds
+        tasks = [
+            asyncio.create_task(observer.run(stop), name="observer"),
+            asyncio.create_task(replicas.watch(stop), name="replicas"),
+        ]
+        work = [
+            asyncio.create_task(workload.jobs_loop(until), name="jobs"),
+            asyncio.create_task(workload.scale_loop(until), name="scaling"),
+        ]
+        try:
+            chaos_task = asyncio.create_task(chaos.run(until), name="chaos")
+            done, _ = await asyncio.wait([chaos_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()  # a harness task that ended early raises here
+            await asyncio.gather(*work)
+            await chaos.drain()
+            t_settle = time.monotonic()
+            log(f"faults over after {t_settle - t_faults:.0f}s; settling for {cfg.settle_seconds:.0f}s")
+            done, _ = await asyncio.wait(tasks, timeout=max(cfg.settle_seconds, 0))
+            for t in done:
+                t.result()
+        finally:
+            stop.set()
+            for t in [*work, *tasks]:
+                t.cancel()
+            await asyncio.gather(*work, *tasks, return_exceptions=True)
+        result |= {
+            "seed": cfg.seed,
+            "fault_phase_s": round(t_settle - t_faults, 1),
+            "settle_s": cfg.settle_seconds,
+            **observer.summary(),
+            **chaos.summary(),
+            "jobs_created": workload.jobs,
+            "scalings": workload.scalings,
+            "replica_restarts": dict(replicas.restarts),
+            "replica_exits": replicas.exits,
+            "proxy_counts": await proxy.command("counts"),
+            "observer_api_errors": api.errors,
+        }
+        failed = any(result["violations"].values())
+    finally:
+        if replicas is not None:
+            replicas.stop()
+        await proxy.stop()
+        if api is not None:
+            await api.close()
+        await asyncio.to_thread(cp.stop)
+        result["wall_s"] = round(time.monotonic() - t_start, 1)
+        if failed or cfg.keep:
+            log(f"run directory kept: {run_dir}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def table(result: JSON) -> str:
+    c = result["config"]
+    lines = [
+        f"chaos run: seed {result['seed']}, {c['nodes']} nodes × {c['devices']} devices (+2 probe nodes), "
+        f"2 draxr replicas through the fault proxy, faults for {result['fault_phase_s']:.0f} s + "
+        f"{result['settle_s']:.0f} s settle, wall {result['wall_s']:.0f} s",
+        "",
+        "| pods created | bound | completed | probes | Jobs | scalings | peak devices allocated |",
+        "|---|---|---|---|---|---|---|",
+        f"| {result['pods_created']} | {result['pods_bound']} | {result['pods_completed']} | {result['probes_seen']} "
+        f"| {result['jobs_created']} | {result['scalings']} | {result['max_devices_allocated']}/"
+        f"{c['nodes'] * c['devices']} |",
+        "",
+        "| fault | count | worst recovery s | mean recovery s |",
+        "|---|---|---|---|",
+    ]
+    for kind, f in result["faults"].items():
+        skipped = f" ({f['skipped']} skipped)" if f["skipped"] else ""
+        lines.append(f"| {kind} | {f['count']}{skipped} | {f['worst_recovery_s']} | {f['mean_recovery_s']} |")
+    lines += ["", "| invariant | violations |", "|---|---|"]
+    for key, what in INVARIANTS.items():
+        lines.append(f"| {what} | {result['violations'].get(key, 0)} |")
+    lines += ["", "| replica restarts (reason) | count |", "|---|---|"]
+    for reason, n in sorted(result["replica_restarts"].items()):
+        lines.append(f"| {reason} | {n} |")
+    if not result["replica_restarts"]:
+        lines.append("| (none) | 0 |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "_proxy":
+        upstream, ca, cert, key, seed = sys.argv[2:7]
+        return proxy_child(upstream, ca, cert, key, int(seed))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ci", action="store_true", help="the CI size (16 nodes, 3 min of faults)")
+    p.add_argument("--seed", type=int, default=None, help="default: random (printed)")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--devices", type=int)
+    p.add_argument("--fault-seconds", type=float)
+    p.add_argument("--settle-seconds", type=float)
+    p.add_argument("--job-rate", type=float, help="Jobs per second")
+    p.add_argument("--kinds", help=f"comma-separated fault kinds (default all: {','.join(KINDS)})")
+    p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    p.add_argument("--out", default=None, help="JSON path")
+    args = p.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    cfg = Config.ci(seed) if args.ci else Config(seed=seed)
+    for name in ("nodes", "devices", "fault_seconds", "settle_seconds", "job_rate"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if args.kinds:
+        unknown = set(args.kinds.split(",")) - set(KINDS)
+        if unknown:
+            p.error(f"unknown fault kinds {sorted(unknown)}")
+        cfg.kinds = tuple(args.kinds.split(","))
+    cfg.keep, cfg.out = args.keep, args.out
+    result = asyncio.run(run_chaos(cfg))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        log(f"results in {args.out}")
+    print(table(result))
+    bad = {k: v for k, v in result["violations"].items() if v}
+    if bad:
+        print(f"\nFAILED: invariants violated: {bad}; seed {cfg.seed}")
+        return 1
+    print(f"\nall invariants held (seed {cfg.seed})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Binder failure paths against a scripted API: a lost answer to the allocation write, with a
+rollback that fails too, keeps the claim's devices counted as allocated (the API server may have
+written the allocation). Found by bench/chaos.py (drop-all: a device in two claims)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from draxr.binder import Binder, BindingFailed
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.placement import Decision, schedule
+from draxr.core.state import ClusterState
+
+from .cluster_builders import cluster, pod
+
+
+class Api:
+    """create answers; the allocation write (status replace) and every later write fail with
+    ``fail_with``; the claim is never deleted."""
+
+    def __init__(self, fail_with: BaseException) -> None:
+        self.fail_with = fail_with
+        self.writes: list[str] = []
+
+    async def create(self, res: Any, body: dict[str, Any], namespace: str | None = None, **_: Any) -> dict[str, Any]:
+        self.writes.append("create")
+        made = copy.deepcopy(body)
+        made["metadata"] |= {"name": "p-extended-resources-x", "uid": "claim-uid", "resourceVersion": "5"}
+        return made
+
+    async def replace(self, *_: Any, **__: Any) -> dict[str, Any]:
+        self.writes.append("replace")
+        raise self.fail_with
+
+    async def patch(self, *_: Any, **__: Any) -> dict[str, Any]:
+        self.writes.append("patch")
+        raise self.fail_with
+
+    async def get(self, *_: Any, **__: Any) -> dict[str, Any]:
+        raise self.fail_with
+
+    async def request(self, *_: Any, **__: Any) -> dict[str, Any]:
+        raise self.fail_with
+
+
+class Recorder:
+    async def pod_event(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def forget(self, uid: str) -> None:
+        pass
+
+
+def decide(state: ClusterState) -> tuple[Any, Decision]:
+    info = state.upsert_pod(pod("p", gpus=2))
+    decision = schedule(info, state, features=DEFAULT_FEATURES)
+    assert isinstance(decision, Decision)
+    state.assume_allocation(f"<assumed>/{info.uid}", decision.allocation or {})
+    return info, decision
+
+
+@pytest.mark.parametrize(
+    ("error", "held"),
+    [
+        (aiohttp.ServerDisconnectedError(), True),  # no answer: it may have been written
+        (TimeoutError(), True),
+        (ApiException(status=503, reason="ServiceUnavailable"), True),
+        (ApiException(status=422, reason="Invalid"), False),  # refused: nothing was written
+    ],
+)
+async def test_devices_of_a_claim_whose_allocation_may_have_been_written_stay_allocated(
+    error: BaseException, held: bool
+) -> None:
+    state = cluster({"n1": 2})
+    info, decision = decide(state)
+    binder = Binder(Api(error), state, Recorder())  # type: ignore[arg-type]
+    with pytest.raises(BindingFailed):
+        await binder.bind(info, decision)
+    assert "ns/p-extended-resources-x" in state.claims  # the rollback failed: the claim stays
+    allocated = state.allocated().allocated_devices
+    assert (len(allocated) == 2) is held, allocated
+    # The next pod gets nothing on n1 while the claim may hold both devices.
+    other = state.upsert_pod(pod("q", gpus=1))
+    assert isinstance(schedule(other, state, features=DEFAULT_FEATURES), Decision) is not held
+    # Once the watch shows the claim again (or it is deleted), the truth counts.
+    state.remove_claim("ns", "p-extended-resources-x")
+    assert not state.allocated().allocated_devices
