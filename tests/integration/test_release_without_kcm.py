@@ -188,9 +188,9 @@ async def test_kcm_releases_kube_schedulers_claims_and_draxr_leaves_them(
     assert _first(handed_out, ks) is None
     assert _kcm_failures(control_plane, ks) == []
     # draxr's own pod too: the controller released it within draxr's short grace, so draxr never
-    # raced it and the controller logged no failed work item for it.
+    # touched it. (The controller may still log a "not found" for it: two of its own work items for
+    # one claim, observed with draxr handing out nothing; so its log is not asserted here.)
     assert _first(handed_out, own) is None
-    assert _kcm_failures(control_plane, own) == []
 
 
 def _sweeps(op: Operator, monkeypatch: pytest.MonkeyPatch) -> list[float]:
