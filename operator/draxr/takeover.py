@@ -44,7 +44,7 @@ async def catch_up(
                     query["fieldSelector"] = f"spec.schedulerName={scheduler_name}"
                 async for page in kube.pages(inf.target.resource, **query):
                     for obj in page:
-                        inf._upsert(obj)  # the informer's own dispatch (state, queue, known objects)
+                        inf.apply(obj)  # the informer's own dispatch (state, queue, known objects)
                     seen += len(page)
                     await asyncio.sleep(0)
             log.info("caught up with the API server", objects=seen)

@@ -292,6 +292,11 @@ class Informer:
         return "timeout"
 
     # ---- dispatch -----------------------------------------------------------------------------------
+    def apply(self, obj: JSON) -> None:
+        """An object read elsewhere (a new leader's catch-up list), handled as if this watch had
+        delivered it: the handlers see it, and the next re-list knows it (so reconciles it)."""
+        self._upsert(obj)
+
     def _upsert(self, obj: JSON) -> str:
         key = _key(obj)
         uid = str((obj.get("metadata") or {}).get("uid") or "")
