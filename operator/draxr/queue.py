@@ -13,8 +13,18 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+
+async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
+    """Until ``event`` is set or ``timeout`` passes. asyncio.timeout, not wait_for: on Python 3.11
+    wait_for drops a cancellation that arrives in the turn the event is set, and the loop of a
+    replica that lost its lease would go on scheduling. (The queue's tests inject a wait on
+    their fake clock.)"""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
 
 
 @dataclass
@@ -33,6 +43,10 @@ class SchedulingQueue:
     backoff_initial: float = 1.0
     backoff_max: float = 60.0
     flush_after: float = 60.0
+    # Injected so tests run the queue on a fake clock without patching the module (another
+    # queue in the same event loop keeps the real one).
+    clock: Callable[[], float] = time.monotonic
+    wait_event: Callable[[asyncio.Event, float | None], Awaitable[None]] = _wait_event
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _order: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (-priority, created)
     _in_flight: set[str] = field(default_factory=set)
@@ -90,7 +104,7 @@ class SchedulingQueue:
         entry.parked_generation = None
         entry.unresolvable = False
         entry.stamp = None
-        self._place(uid, entry, time.monotonic())
+        self._place(uid, entry, self.clock())
         self._wake.set()
 
     def known(self, uid: str) -> bool:
@@ -119,7 +133,7 @@ class SchedulingQueue:
         if entry is None:
             return
         entry.attempts += 1
-        now = time.monotonic()
+        now = self.clock()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
         entry.parked_generation = generation if unschedulable else None
         entry.parked_at = now
@@ -133,7 +147,7 @@ class SchedulingQueue:
 
     def pending(self) -> dict[str, int]:
         counts = {"active": 0, "backoff": 0, "unschedulable": 0, "binding": len(self._in_flight)}
-        now = time.monotonic()
+        now = self.clock()
         for uid, e in self._entries.items():
             if uid in self._in_flight:
                 continue
@@ -192,7 +206,7 @@ class SchedulingQueue:
 
     def next_ready(self, generation: int, stamp: object = None) -> tuple[str | None, float | None]:
         """The best eligible pod, or how long until one may become eligible by time alone."""
-        now = time.monotonic()
+        now = self.clock()
         self._promote(now, generation, stamp)
         while self._active:
             _, uid, version = heapq.heappop(self._active)
@@ -213,20 +227,10 @@ class SchedulingQueue:
             self._wake.clear()
             self.waiting = True
             try:
-                await _wait_event(self._wake, None if wait is None else max(wait, 0.01))
+                await self.wait_event(self._wake, None if wait is None else max(wait, 0.01))
             finally:
                 self.waiting = False
-                self.woke_at = time.monotonic()
-
-
-async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
-    """Until ``event`` is set or ``timeout`` passes. asyncio.timeout, not wait_for: on Python 3.11
-    wait_for drops a cancellation that arrives in the turn the event is set, and the loop of a
-    replica that lost its lease would go on scheduling. (The queue's tests replace this with a
-    wait on their fake clock.)"""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout):
-            await event.wait()
+                self.woke_at = self.clock()
 
 
 __all__ = ["SchedulingQueue"]

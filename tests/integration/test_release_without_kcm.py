@@ -184,13 +184,14 @@ async def test_kcm_releases_kube_schedulers_claims_and_draxr_leaves_them(
         own = await _start(kube, namespace, "own", resource, 1, "draxr")
         await _finished_and_released(kube, namespace, "ks", ks)
         await _finished_and_released(kube, namespace, "own", own)
-    # kube-scheduler's pod: released by the resourceclaim controller alone, which met no competition.
+    # kube-scheduler's pod: released by the resourceclaim controller alone; draxr never touched it.
+    # draxr's own pod too: the controller released it within draxr's short grace. (The controller
+    # may still log a "not found" for either claim: two of its own work items for one claim, seen
+    # with draxr handing out nothing. Any other failure would be a real conflict.)
     assert _first(handed_out, ks) is None
-    assert _kcm_failures(control_plane, ks) == []
-    # draxr's own pod too: the controller released it within draxr's short grace, so draxr never
-    # touched it. (The controller may still log a "not found" for it: two of its own work items for
-    # one claim, observed with draxr handing out nothing; so its log is not asserted here.)
     assert _first(handed_out, own) is None
+    for claim in (ks, own):
+        assert [line for line in _kcm_failures(control_plane, claim) if "not found" not in line] == []
 
 
 def _sweeps(op: Operator, monkeypatch: pytest.MonkeyPatch) -> list[float]:

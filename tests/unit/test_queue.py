@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import draxr.queue
 from draxr.queue import SchedulingQueue
 
 
@@ -52,24 +51,24 @@ class Clock:
         finally:
             task.cancel()
 
+    async def wait_event(self, event: asyncio.Event, timeout: float | None) -> None:
+        """The queue's timed wait for its wake-up event, on this clock."""
+        with contextlib.suppress(TimeoutError):
+            await self.wait_for(event.wait(), timeout)
+
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """Replaces draxr.queue's view of time and its timed waits (the event loop keeps the real clock,
-    but nothing here waits on it)."""
-    c = Clock()
-    monkeypatch.setattr(draxr.queue, "time", SimpleNamespace(monotonic=c))
-
-    async def wait_event(event: asyncio.Event, timeout: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
-            await c.wait_for(event.wait(), timeout)
-
-    monkeypatch.setattr(draxr.queue, "_wait_event", wait_event)
-    return c
+def clock() -> Clock:
+    """The queue's view of time and its timed waits (the event loop keeps the real clock, but
+    nothing here waits on it). Injected, not patched into draxr.queue: a queue that another test
+    left running in the session's event loop must not record its waits here."""
+    return Clock()
 
 
-def queue(initial: float = 1.0, maximum: float = 8.0, flush: float = 60.0) -> SchedulingQueue:
-    return SchedulingQueue(backoff_initial=initial, backoff_max=maximum, flush_after=flush)
+def queue(clock: Clock, initial: float = 1.0, maximum: float = 8.0, flush: float = 60.0) -> SchedulingQueue:
+    return SchedulingQueue(
+        backoff_initial=initial, backoff_max=maximum, flush_after=flush, clock=clock, wait_event=clock.wait_event
+    )
 
 
 def drain(q: SchedulingQueue, generation: int = 0) -> list[str]:
@@ -83,7 +82,7 @@ def drain(q: SchedulingQueue, generation: int = 0) -> list[str]:
 
 
 def test_priority_then_creation_then_uid(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     q.add("old-low", 0, "2026-01-01T00:00:00Z")
     q.add("new-high", 10, "2026-01-01T00:00:09Z")
     q.add("old-high", 10, "2026-01-01T00:00:05Z")
@@ -94,7 +93,7 @@ def test_priority_then_creation_then_uid(clock: Clock) -> None:
 
 
 def test_add_again_updates_the_order(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     q.add("a", 0, "2026-01-01T00:00:00Z")
     q.add("b", 0, "2026-01-01T00:00:01Z")
     q.add("b", 100, "2026-01-01T00:00:01Z")  # its priority was raised
@@ -102,7 +101,7 @@ def test_add_again_updates_the_order(clock: Clock) -> None:
 
 
 def test_in_flight_pods_are_not_handed_out_twice(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     q.add("a", 0, "t1")
     q.add("b", 0, "t2")
     assert q.next_ready(0) == ("a", None)
@@ -118,7 +117,7 @@ def test_in_flight_pods_are_not_handed_out_twice(clock: Clock) -> None:
 
 
 def test_remove_and_known(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     assert not q.known("a")
     q.add("a", 0, "t")
     assert q.known("a")
@@ -129,7 +128,7 @@ def test_remove_and_known(clock: Clock) -> None:
 
 
 def test_pod_removed_while_in_flight(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     q.add("a", 0, "t")
     assert q.next_ready(0)[0] == "a"
     q.remove("a")  # deleted while binding
@@ -145,7 +144,7 @@ def test_pod_removed_while_in_flight(clock: Clock) -> None:
 
 
 def test_backoff_doubles_up_to_max(clock: Clock) -> None:
-    q = queue(initial=1.0, maximum=8.0)
+    q = queue(clock, initial=1.0, maximum=8.0)
     q.add("a", 0, "t")
     waits = []
     for _ in range(6):
@@ -162,7 +161,7 @@ def test_backoff_doubles_up_to_max(clock: Clock) -> None:
 
 
 def test_add_keeps_the_backoff(clock: Clock) -> None:
-    q = queue(initial=2.0)
+    q = queue(clock, initial=2.0)
     q.add("a", 0, "t")
     q.next_ready(0)
     q.failed("a", 0, unschedulable=False)
@@ -173,7 +172,7 @@ def test_add_keeps_the_backoff(clock: Clock) -> None:
 
 
 def test_done_resets_attempts(clock: Clock) -> None:
-    q = queue(initial=1.0)
+    q = queue(clock, initial=1.0)
     q.add("a", 0, "t")
     for _ in range(3):
         q.next_ready(0)
@@ -188,7 +187,7 @@ def test_done_resets_attempts(clock: Clock) -> None:
 
 
 def test_error_failure_ignores_generation(clock: Clock) -> None:
-    q = queue(initial=1.0)
+    q = queue(clock, initial=1.0)
     q.add("a", 0, "t")
     q.next_ready(5)
     q.failed("a", 5, unschedulable=False)
@@ -200,7 +199,7 @@ def test_error_failure_ignores_generation(clock: Clock) -> None:
 
 
 def test_unschedulable_waits_for_a_cluster_change(clock: Clock) -> None:
-    q = queue(initial=1.0, flush=60.0)
+    q = queue(clock, initial=1.0, flush=60.0)
     q.add("a", 0, "t")
     q.next_ready(5)
     q.failed("a", 5, unschedulable=True)
@@ -210,7 +209,7 @@ def test_unschedulable_waits_for_a_cluster_change(clock: Clock) -> None:
 
 
 def test_unschedulable_still_backs_off_after_a_change(clock: Clock) -> None:
-    q = queue(initial=1.0)
+    q = queue(clock, initial=1.0)
     q.add("a", 0, "t")
     q.next_ready(5)
     q.failed("a", 5, unschedulable=True)
@@ -220,7 +219,7 @@ def test_unschedulable_still_backs_off_after_a_change(clock: Clock) -> None:
 
 
 def test_unschedulable_is_flushed_after_the_interval(clock: Clock) -> None:
-    q = queue(initial=1.0, flush=30.0)
+    q = queue(clock, initial=1.0, flush=30.0)
     q.add("a", 0, "t")
     q.next_ready(5)
     q.failed("a", 5, unschedulable=True)
@@ -231,7 +230,7 @@ def test_unschedulable_is_flushed_after_the_interval(clock: Clock) -> None:
 
 
 def test_unschedulable_pod_update_makes_it_eligible(clock: Clock) -> None:
-    q = queue(initial=1.0)
+    q = queue(clock, initial=1.0)
     q.add("a", 0, "t")
     q.next_ready(5)
     q.failed("a", 5, unschedulable=True)
@@ -241,7 +240,7 @@ def test_unschedulable_pod_update_makes_it_eligible(clock: Clock) -> None:
 
 
 def test_unresolvable_waits_only_for_its_own_update_or_the_flush(clock: Clock) -> None:
-    q = queue(initial=1.0, flush=30.0)
+    q = queue(clock, initial=1.0, flush=30.0)
     q.add("a", 0, "t")
     q.add("b", 0, "t")
     for uid in ("a", "b"):
@@ -258,7 +257,7 @@ def test_unresolvable_waits_only_for_its_own_update_or_the_flush(clock: Clock) -
 
 
 def test_pending_counts(clock: Clock) -> None:
-    q = queue(initial=1.0)
+    q = queue(clock, initial=1.0)
     assert q.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "binding": 0}
     for uid in ("a", "b", "c", "d", "e"):
         q.add(uid, 0, uid)
@@ -292,45 +291,40 @@ def test_no_pod_is_handed_out_twice(ops: list[tuple[str, str, int]]) -> None:
     """Whatever happens, a pod handed out is not handed out again until done/failed, and the
     hand-out order is priority first, then creation."""
     clock = Clock()
-    original = draxr.queue.time
-    draxr.queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
-    try:
-        q = queue(initial=1.0, maximum=4.0, flush=10.0)
-        prio: dict[str, int] = {}
-        out: set[str] = set()
-        gen = 0
-        for op, uid, n in ops:
-            if op == "add":
-                q.add(uid, n, f"t{uid}")
-                prio[uid] = n
-            elif op == "next":
-                got, _ = q.next_ready(gen)
-                if got is not None:
-                    assert got not in out
-                    assert got in prio
-                    # Nothing eligible that ranks strictly higher is left waiting.
-                    for other in list(prio):
-                        if other not in out and other != got and q._eligible(q._entries[other], clock(), gen):
-                            assert (-prio[got], f"t{got}", got) < (-prio[other], f"t{other}", other)
-                    out.add(got)
-            elif op in ("fail", "park") and uid in out:
-                q.failed(uid, gen, unschedulable=op == "park")
-                out.discard(uid)
-            elif op == "done" and uid in out:
-                q.done(uid)
-                out.discard(uid)
-                prio.pop(uid, None)
-            elif op == "remove":  # also while in flight (the pod was deleted)
-                q.remove(uid)
-                prio.pop(uid, None)
-            elif op == "tick":
-                clock.advance(n * 1.5)
-            elif op == "change":
-                gen += 1
-            assert q.in_flight() == out
-            assert sum(q.pending().values()) == len(prio) + len(out - set(prio))
-    finally:
-        draxr.queue.time = original  # type: ignore[assignment]
+    q = queue(clock, initial=1.0, maximum=4.0, flush=10.0)
+    prio: dict[str, int] = {}
+    out: set[str] = set()
+    gen = 0
+    for op, uid, n in ops:
+        if op == "add":
+            q.add(uid, n, f"t{uid}")
+            prio[uid] = n
+        elif op == "next":
+            got, _ = q.next_ready(gen)
+            if got is not None:
+                assert got not in out
+                assert got in prio
+                # Nothing eligible that ranks strictly higher is left waiting.
+                for other in list(prio):
+                    if other not in out and other != got and q._eligible(q._entries[other], clock(), gen):
+                        assert (-prio[got], f"t{got}", got) < (-prio[other], f"t{other}", other)
+                out.add(got)
+        elif op in ("fail", "park") and uid in out:
+            q.failed(uid, gen, unschedulable=op == "park")
+            out.discard(uid)
+        elif op == "done" and uid in out:
+            q.done(uid)
+            out.discard(uid)
+            prio.pop(uid, None)
+        elif op == "remove":  # also while in flight (the pod was deleted)
+            q.remove(uid)
+            prio.pop(uid, None)
+        elif op == "tick":
+            clock.advance(n * 1.5)
+        elif op == "change":
+            gen += 1
+        assert q.in_flight() == out
+        assert sum(q.pending().values()) == len(prio) + len(out - set(prio))
 
 
 # --------------------------------------------------------------------------- pop (on the fake clock)
@@ -359,7 +353,7 @@ async def _advance(clock: Clock, seconds: float) -> None:
 
 
 async def test_pop_returns_ready_pod_at_once(clock: Clock) -> None:
-    q = queue(initial=5.0)
+    q = queue(clock, initial=5.0)
     q.add("a", 0, "t")
     assert await asyncio.wait_for(q.pop(lambda: 0), GUARD) == "a"
     assert clock.waits == []  # never waited
@@ -367,7 +361,7 @@ async def test_pop_returns_ready_pod_at_once(clock: Clock) -> None:
 
 
 async def test_pop_waits_out_the_backoff(clock: Clock) -> None:
-    q = queue(initial=5.0, maximum=8.0)
+    q = queue(clock, initial=5.0, maximum=8.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
     q.failed("a", 0, unschedulable=False)
@@ -384,7 +378,7 @@ async def test_pop_waits_out_the_backoff(clock: Clock) -> None:
 
 
 async def test_pop_wakes_on_add(clock: Clock) -> None:
-    q = queue()
+    q = queue(clock)
     task = asyncio.ensure_future(q.pop(lambda: 0))
     await _settle(q, clock, 1)
     assert clock.waits == [None]  # nothing can become ready by time alone: no timeout
@@ -395,7 +389,7 @@ async def test_pop_wakes_on_add(clock: Clock) -> None:
 
 
 async def test_pop_wakes_a_parked_pod_on_cluster_change(clock: Clock) -> None:
-    q = queue(initial=1.0, flush=60.0)
+    q = queue(clock, initial=1.0, flush=60.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
     generation = [1]
@@ -418,7 +412,7 @@ async def test_pop_wakes_a_parked_pod_on_cluster_change(clock: Clock) -> None:
 
 
 async def test_pop_flushes_unresolvable_pod_after_the_interval(clock: Clock) -> None:
-    q = queue(initial=1.0, flush=30.0)
+    q = queue(clock, initial=1.0, flush=30.0)
     q.add("a", 0, "t")
     await q.pop(lambda: 0)
     generation = [0]
@@ -459,10 +453,10 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
     from tests.unit import reference_queue
 
     clock = Clock()
-    saved = draxr.queue.time, reference_queue.time
-    draxr.queue.time = reference_queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
+    saved = reference_queue.time
+    reference_queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
     try:
-        new = queue(initial=1.0, maximum=4.0, flush=10.0)
+        new = queue(clock, initial=1.0, maximum=4.0, flush=10.0)
         old = reference_queue.SchedulingQueue(backoff_initial=1.0, backoff_max=4.0, flush_after=10.0)
         gen = 0
         for op, uid, n in ops:
@@ -487,13 +481,13 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
             assert new.in_flight() == old.in_flight()
             assert new.pending() == old.pending()
     finally:
-        draxr.queue.time, reference_queue.time = saved  # type: ignore[assignment]
+        reference_queue.time = saved  # type: ignore[assignment]
 
 
 def test_a_pod_removed_and_added_again_is_ordered_by_its_new_priority(clock: Clock) -> None:
     """Found by the model test: the heap item of the removed pod (higher priority) must not count
     for the new entry."""
-    q = queue()
+    q = queue(clock)
     q.add("a", 0, "t0")
     q.add("b", 1, "t1")
     q.remove("b")
@@ -504,7 +498,7 @@ def test_a_pod_removed_and_added_again_is_ordered_by_its_new_priority(clock: Clo
 def test_a_stale_parking_does_not_release_an_unresolvable_pod(clock: Clock) -> None:
     """Found by fuzzing against the old queue: parked (resolvable), removed, added again, then
     parked as unresolvable at the same generation — a cluster change must not release it."""
-    q = queue(flush=10.0)
+    q = queue(clock, flush=10.0)
     q.add("c", 0, "t")
     assert drain(q) == ["c"]
     q.failed("c", 0, unschedulable=True)
@@ -523,7 +517,7 @@ def test_unresolvable_against_an_inventory_is_retried_when_the_inventory_changes
     unresolvable against the inventory stamp of that moment: a class, slice or mapping change
     retries them, as kube-scheduler requeues on DeviceClass events; an ordinary cluster change
     (a pod finishing) does not, and neither does a stamp-less unresolvable pod (unsupported fields)."""
-    q = queue(initial=1.0, flush=600.0)
+    q = queue(clock, initial=1.0, flush=600.0)
     for uid in ("broken-class", "unsupported"):
         q.add(uid, 0, uid)
         assert q.next_ready(5, stamp=("inv", 1))[0] == uid
@@ -547,7 +541,7 @@ async def test_pop_is_cancelled_even_when_a_pod_arrives_in_the_same_turn() -> No
     the queue in the same event-loop turn. Python 3.11's asyncio.wait_for returns the inner result
     and drops the cancellation then: the loop of a replica that had lost its lease went on
     scheduling and binding (found by bench/chaos.py: SIGSTOP of the leader, devices in two claims)."""
-    q = queue(initial=5.0)
+    q = SchedulingQueue(backoff_initial=5.0)  # the real clock and wait
     q.add("backing-off", 0, "2026-01-01T00:00:00Z")
     assert await q.pop(lambda: 0) == "backing-off"
     q.failed("backing-off", 0, unschedulable=False)  # pop() now waits with a timeout (its backoff)
