@@ -9,7 +9,7 @@ import argparse
 import time
 
 from draxr.core.cel import compile_selector, device_view
-from draxr.devcluster.fakedriver import device
+from draxr_dev.devcluster.fakedriver import device
 
 EXPRESSIONS = {
     "driver": 'device.driver == "gpu.example.com"',

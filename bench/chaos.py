@@ -73,11 +73,11 @@ import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
 
-from draxr.devcluster import fakedriver  # noqa: E402
-from draxr.devcluster.binaries import ensure_binaries  # noqa: E402
-from draxr.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port  # noqa: E402
-from draxr.devcluster.pki import issue_serving_cert  # noqa: E402
 from draxr.kube import Kube  # noqa: E402  (set-up only: the fleet; the observer has its own client)
+from draxr_dev.devcluster import fakedriver  # noqa: E402
+from draxr_dev.devcluster.binaries import ensure_binaries  # noqa: E402
+from draxr_dev.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port  # noqa: E402
+from draxr_dev.devcluster.pki import issue_serving_cert  # noqa: E402
 
 JSON = dict[str, Any]
 NS = "chaos"

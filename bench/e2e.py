@@ -48,10 +48,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port
-from draxr.devcluster.process import DraxrProcess
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
     NAMESPACES,
@@ -62,6 +58,10 @@ from draxr.kube import (
     ApiException,
     Kube,
 )
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port
+from draxr_dev.devcluster.process import DraxrProcess
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

@@ -22,7 +22,7 @@ from typing import Any
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, Scoring, schedule
 from draxr.core.state import ClusterState
-from draxr.devcluster import fakedriver
+from draxr_dev.devcluster import fakedriver
 
 
 def build(nodes: int, devices: int, classes: int, selector: bool) -> ClusterState:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from draxr.core.state import ClusterState
-from draxr.devcluster import fakedriver
+from draxr_dev.devcluster import fakedriver
 
 TS = "2026-11-30T10:09:42Z"
 

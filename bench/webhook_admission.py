@@ -27,12 +27,12 @@ from typing import Any
 
 import yaml
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import LOOPBACK, ControlPlane, Options, free_port
-from draxr.devcluster.process import DraxrProcess
 from draxr.kube import NAMESPACES, PODS, Kube
 from draxr.webhook_tls import MUTATING_WEBHOOKS
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane, Options, free_port
+from draxr_dev.devcluster.process import DraxrProcess
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

@@ -20,14 +20,14 @@ stop_operator() {
 }
 if [ "${1:-up}" = "down" ]; then
   stop_operator
-  exec .venv/bin/python -m draxr.devcluster --dir "$DEV" down
+  exec .venv/bin/python -m draxr_dev.devcluster --dir "$DEV" down
 fi
 bash hack/setup.sh
 BIN=$(bash hack/build-control-plane.sh | tail -n 1)
 export DRAXR_BIN_DIR="$BIN"
 stop_operator
-.venv/bin/python -m draxr.devcluster --dir "$DEV" down >/dev/null
-.venv/bin/python -m draxr.devcluster --dir "$DEV" up --scheduler --nodes 3 --devices 8 --device-plugin-nodes 1 \
+.venv/bin/python -m draxr_dev.devcluster --dir "$DEV" down >/dev/null
+.venv/bin/python -m draxr_dev.devcluster --dir "$DEV" up --scheduler --nodes 3 --devices 8 --device-plugin-nodes 1 \
   --implicit-class gpu-any.example.com
 export KUBECONFIG="$DEV/admin.kubeconfig"
 echo
@@ -87,7 +87,7 @@ spec:
         image: registry.invalid/server:1
         resources: {limits: {example.com/accelerator: "1"}}
 YAML
-.venv/bin/python -m draxr.devcluster --dir "$DEV" demo
+.venv/bin/python -m draxr_dev.devcluster --dir "$DEV" demo
 echo
 "$BIN/kubectl" -n demo wait --for=condition=PodScheduled pod -l app=inference --timeout=60s >/dev/null
 echo "\$ kubectl -n demo get pods -l app=inference   # steered by the webhook (see SCHEDULER)"

@@ -16,3 +16,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -c hack/constraints.txt -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+# draxr_dev (dev cluster, case generators) is not part of the wheel; the venv finds it in operator/.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$PWD/operator" > "$site/draxr-dev.pth"

@@ -44,8 +44,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from draxr.devcluster.controlplane import LOOPBACK, ControlPlane
-from draxr.devcluster.pki import issue_serving_cert
+from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane
+from draxr_dev.devcluster.pki import issue_serving_cert
 
 T = TypeVar("T")
 

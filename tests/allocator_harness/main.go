@@ -87,7 +87,7 @@ type testCase struct {
 	Claims    []*resourceapi.ResourceClaim `json:"claims"`
 	Allocated []*resourceapi.ResourceClaim `json:"allocated"`
 	// AllocatedClaims is an alias of Allocated (the spelling draxr's
-	// operator/draxr/core/allocator/cases.py uses). Their union forms the allocated state.
+	// operator/draxr_dev/allocator/cases.py uses). Their union forms the allocated state.
 	AllocatedClaims []*resourceapi.ResourceClaim `json:"allocatedClaims"`
 	// Family and Tags are ignored; the case generator records what a case exercises.
 	Family string   `json:"family,omitempty"`

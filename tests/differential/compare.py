@@ -44,7 +44,7 @@ JSON = dict[str, Any]
 SHARE_ID = "<shareID>"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "build-allocator-harness.sh"
 
-# Python adapter kinds (operator/draxr/core/allocator/cases.py) -> harness kinds.
+# Python adapter kinds (operator/draxr_dev/allocator/cases.py) -> harness kinds.
 _KINDS = {"allocated": "allocated", "noFit": "nofit", "nodeFailure": "node_failure", "fatal": "fatal"}
 _FAILED = ("fatal", "node_failure")
 
@@ -106,7 +106,7 @@ def run_go(harness: Path, cases: Sequence[Mapping[str, Any]]) -> list[JSON]:
 
 def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
     """The Python side: the allocator's own case runner, with its outcome names mapped to the harness's."""
-    from draxr.core.allocator.cases import run_case
+    from draxr_dev.allocator.cases import run_case
 
     def run(case: Mapping[str, Any]) -> JSON:
         out = run_case(case)
@@ -118,7 +118,7 @@ def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
             "error": out.get("error", ""),
         }
 
-    return run, "draxr.core.allocator.cases.run_case"
+    return run, "draxr_dev.allocator.cases.run_case"
 
 
 def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float, str]:

@@ -1,7 +1,7 @@
 """Deterministic allocator cases for the differential test against upstream Go.
 
 `generate(seed)` returns a list of small cases, each a JSON-ready dict in the format of
-tests/allocator_harness/main.go and operator/draxr/core/allocator/cases.py::
+tests/allocator_harness/main.go and operator/draxr_dev/allocator/cases.py::
 
     {"name": "counters-007", "family": "counters", "tags": [...],
      "features": {<all 11 upstream structured.Features fields>},

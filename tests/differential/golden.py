@@ -33,7 +33,7 @@ CASES = 800
 TEST_FILE = Path(__file__).resolve().parents[1] / "unit" / "test_allocator_golden.py"
 _CODE = {"allocated": "A", "noFit": "N", "nodeFailure": "F", "fatal": "X"}
 _FROM_GO = {"allocated": "allocated", "nofit": "noFit", "node_failure": "nodeFailure", "fatal": "fatal"}
-SHARE_ID = "SHARE"  # operator/draxr/core/allocator/cases.py writes this for every shareID
+SHARE_ID = "SHARE"  # operator/draxr_dev/allocator/cases.py writes this for every shareID
 
 
 def digest(output: Mapping[str, Any]) -> str:
@@ -63,7 +63,7 @@ def from_go(outcome: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def golden_digests(harness: Path) -> list[str]:
-    from draxr.core.allocator.casegen import generate_case
+    from draxr_dev.allocator.casegen import generate_case
 
     return [digest(from_go(o)) for o in run_go(harness, [generate_case(seed) for seed in range(CASES)])]
 

@@ -11,9 +11,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import SERVICE_ACCOUNTS, Kube
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 
 @contextlib.contextmanager

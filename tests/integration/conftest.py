@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import NAMESPACES, Kube
 from draxr.settings import Settings
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from . import manifests
 from .clusters import service_account_dir

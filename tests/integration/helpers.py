@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from draxr.devcluster.controlplane import ControlPlane, free_port
-from draxr.devcluster.process import DraxrProcess, clean_environ, in_cluster
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr_dev.devcluster.controlplane import ControlPlane, free_port
+from draxr_dev.devcluster.process import DraxrProcess, clean_environ, in_cluster
 
 from . import manifests
 

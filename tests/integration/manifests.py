@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import ControlPlane, free_port
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 # The session operator's webhook port (every install of the session points the webhook here).

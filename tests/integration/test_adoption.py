@@ -16,10 +16,10 @@ import pytest
 
 from draxr.app import AdoptionRefused, Operator, connect
 from draxr.core.steering import unschedulable_by_default_scheduler
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane, Options
 from draxr.kube import EVENTS, NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
 from draxr.settings import Settings
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator

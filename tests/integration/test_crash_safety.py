@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.faults import STEPS
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .helpers import Draxr, eventually, pod
 

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from draxr.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.binaries import ensure_binaries
 
 
 def _run(*args: str, run_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "draxr.devcluster", "--dir", str(run_dir), *args],
+        [sys.executable, "-m", "draxr_dev.devcluster", "--dir", str(run_dir), *args],
         capture_output=True,
         text=True,
         timeout=180,

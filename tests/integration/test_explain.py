@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
 from draxr.explain import explain
 from draxr.kube import PODS, Kube
+from draxr_dev.devcluster import fakedriver
 
 from .helpers import SCHEDULER, bound_with_status, eventually, pod
 

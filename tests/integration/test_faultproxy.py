@@ -18,9 +18,9 @@ import aiohttp
 import pytest
 
 from draxr.app import connect
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import NAMESPACES, SERVICE_ACCOUNTS, ApiException, Kube, Resource
 from draxr.settings import Settings
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from ..faultproxy import CONTINUE_EXPIRED, FaultProxy, inconsistent_continue, resource, status, watches, writes
 from .clusters import bound_token, service_account_dir

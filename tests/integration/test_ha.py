@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import PODS, RESOURCE_CLAIMS, ApiException, Kube
 from draxr.leader import LEASES
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .clusters import service_account_dir
 from .helpers import NAMESPACE, Draxr, eventually, pod

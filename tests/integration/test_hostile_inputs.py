@@ -37,8 +37,6 @@ import structlog
 
 from draxr.app import Operator
 from draxr.core import certs
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import (
     DEVICE_CLASSES,
     EVENTS,
@@ -55,6 +53,8 @@ from draxr.kube import (
 )
 from draxr.mapping_status import MAPPINGS
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from . import manifests
 from .test_mapping_crd import CRD, CRD_NAME

@@ -20,9 +20,6 @@ from typing import Any
 import pytest
 import yaml
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.binaries import ensure_binaries
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -36,6 +33,9 @@ from draxr.kube import (
     Kube,
     Resource,
 )
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 
 from . import manifests
 from .clusters import extra_control_plane, service_account_dir

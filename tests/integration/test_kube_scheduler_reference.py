@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from draxr.devcluster import fakedriver
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr_dev.devcluster import fakedriver
 
 from .helpers import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, pod
 

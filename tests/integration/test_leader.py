@@ -6,9 +6,9 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import Kube, Resource
 from draxr.leader import LEASES, LeaderElector
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .helpers import eventually
 

@@ -16,8 +16,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import CLUSTER_ROLE_BINDINGS, SERVICE_ACCOUNTS, Kube
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .clusters import service_account_dir
 from .test_install import NAMESPACE, Draxr

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import DEVICE_CLASSES, PODS, Kube, Resource
 from draxr.mapping_status import MAPPINGS
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .helpers import SCHEDULER, bound_with_status, eventually, pod
 from .manifests import kubectl

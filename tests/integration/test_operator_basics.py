@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION
 from draxr.kube import EVENTS, PODS, Kube
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION
 
 from .helpers import SCHEDULER, bound_with_status, claims_in, eventually, pod
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
 from draxr.kube import DEVICE_CLASSES, EVENTS, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_QUOTAS, ApiException, Kube
+from draxr_dev.devcluster import fakedriver
 
 from .helpers import SCHEDULER, bound_with_status, claims_in, eventually, exact_request, pod, special_claim
 

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -25,6 +23,8 @@ from draxr.kube import (
     ApiException,
     Kube,
 )
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane
 
 from .clusters import bound_token
 

@@ -14,10 +14,10 @@ from prometheus_client import REGISTRY
 from draxr.app import Operator
 from draxr.core.gc import ClaimAction
 from draxr.core.state import ClusterState
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
 from draxr.settings import Settings
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator

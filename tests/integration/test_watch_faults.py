@@ -16,10 +16,10 @@ import pytest
 
 from draxr import metrics
 from draxr.app import Operator
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import ControlPlane
 from draxr.kube import PODS, Kube
 from draxr.settings import Settings
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import ControlPlane
 
 from ..faultproxy import FaultProxy, watches
 from . import manifests

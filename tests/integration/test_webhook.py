@@ -27,12 +27,12 @@ from cryptography import x509
 from draxr.app import Operator
 from draxr.core import certs
 from draxr.core.steering import STEERED_ANNOTATION
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, free_port
 from draxr.kube import JSON_PATCH, NAMESPACES, PODS, RESOURCE_CLAIMS, Kube, Resource
 from draxr.settings import Settings
 from draxr.webhook import WebhookServer
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, free_port
 
 from . import manifests
 from .clusters import service_account_dir

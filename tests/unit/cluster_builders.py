@@ -10,7 +10,7 @@ from typing import Any
 
 from draxr.core.claims import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from draxr.core.state import ClusterState
-from draxr.devcluster import fakedriver
+from draxr_dev.devcluster import fakedriver
 
 DRIVER = fakedriver.DRIVER
 GPU = "example.com/gpu"

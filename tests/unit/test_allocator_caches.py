@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from draxr.core.allocator import Allocated, AllocationTracker, Allocator, Inventory, NoFit
-from draxr.core.allocator.builders import claim, device, device_class, node, request, slice_
+from draxr_dev.allocator.builders import claim, device, device_class, node, request, slice_
 
 
 def versioned(obj: dict[str, Any], rv: str) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import json
 
 import pytest
 
-from draxr.core.allocator.casegen import generate_case
-from draxr.core.allocator.cases import comparable, run_case
+from draxr_dev.allocator.casegen import generate_case
+from draxr_dev.allocator.cases import comparable, run_case
 from tests.differential.golden import CASES, digest
 
 _UPSTREAM_TEXT = """
@@ -135,7 +135,7 @@ def test_outcome_mix_covers_every_kind() -> None:
 
 
 def _prioritized_list_case(**extra: object) -> dict[str, object]:
-    from draxr.core.allocator.builders import claim, device, device_class, node, slice_, subrequest
+    from draxr_dev.allocator.builders import claim, device, device_class, node, slice_, subrequest
 
     case: dict[str, object] = {
         "name": "features",

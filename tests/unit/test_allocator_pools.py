@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from draxr.core.allocator import DEFAULT_FEATURES, Features, Inventory, gather_pools
-from draxr.core.allocator.builders import device, node, slice_
 from draxr.core.allocator.model import parse_slices
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.allocator.outcomes import AllocationFatalError
+from draxr_dev.allocator.builders import device, node, slice_
 
 
 def pools(

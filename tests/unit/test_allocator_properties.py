@@ -31,10 +31,10 @@ from draxr.core.allocator import (
     NoFit,
     allocated_state_from_claims,
 )
-from draxr.core.allocator.builders import claim, device, device_class, node, request, slice_
-from draxr.core.allocator.casegen import generate_case
-from draxr.core.allocator.cases import comparable
 from draxr.core.quantity import Quantity
+from draxr_dev.allocator.builders import claim, device, device_class, node, request, slice_
+from draxr_dev.allocator.casegen import generate_case
+from draxr_dev.allocator.cases import comparable
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

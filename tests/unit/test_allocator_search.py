@@ -23,7 +23,7 @@ from draxr.core.allocator import (
     NoFit,
     allocated_state_from_claims,
 )
-from draxr.core.allocator.builders import claim, device, device_class, node, request, slice_, subrequest
+from draxr_dev.allocator.builders import claim, device, device_class, node, request, slice_, subrequest
 
 CLASS_A = device_class("class-a", 'device.driver == "driver-a"')
 CLASS_B = device_class("class-b", 'device.driver == "driver-b"')

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from draxr.core.allocator import AllocatedState, AllocationTracker
-from draxr.core.allocator.builders import claim
+from draxr_dev.allocator.builders import claim
 
 DEV = ("driver-a", "pool-1", "dev-0")
 

@@ -9,9 +9,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from draxr.devcluster import fakedriver
-from draxr.devcluster.controlplane import CLIENTS
-from draxr.devcluster.pki import make_pki
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import CLIENTS
+from draxr_dev.devcluster.pki import make_pki
 
 
 def _load(path: Path) -> x509.Certificate:

@@ -10,7 +10,7 @@ from draxr.core.capacity import DEVICE_PLUGIN, DRA, cluster_capacity, summarize
 from draxr.core.mappings_crd import conditions, desired_status, overrides, parse_all, status_changed
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.state import ClusterState, PodInfo
-from draxr.devcluster import fakedriver
+from draxr_dev.devcluster import fakedriver
 from tests.unit.cluster_builders import GPU, allocation, gpu_class, node, plain_claim, pod
 
 JSON = dict[str, Any]

@@ -12,7 +12,7 @@ from draxr.core.allocator import DEFAULT_FEATURES, FatalKind
 from draxr.core.placement import Decision, Scoring, Unschedulable, nodes_to_find, schedule, unsupported_fields
 from draxr.core.requests import DeviceRequest, RequestMapping
 from draxr.core.state import ClusterState, PodInfo
-from draxr.devcluster import fakedriver
+from draxr_dev.devcluster import fakedriver
 from tests.unit.cluster_builders import (
     DRIVER,
     GPU,

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from draxr.devcluster.controlplane import LOOPBACK, ControlPlane
+from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane
 
 __all__ = ["DraxrProcess", "clean_environ", "in_cluster"]
 

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..kube import NAMESPACES, PODS, RESOURCE_CLAIMS, ApiException, Kube, Resource
+from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, ApiException, Kube, Resource
+
 from .controlplane import RUN_FOR_ANNOTATION
 
 JOBS = Resource("batch", "v1", "jobs", True)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube import DEVICE_CLASSES, JSON, NODES, RESOURCE_SLICES, ApiException, Kube, Resource
+from draxr.kube import DEVICE_CLASSES, JSON, NODES, RESOURCE_SLICES, ApiException, Kube, Resource
 
 DRIVER = "gpu.example.com"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

@@ -1,4 +1,4 @@
-"""Command line for the dev cluster: ``python -m draxr.devcluster up|down|status|fleet``."""
+"""Command line for the dev cluster: ``python -m draxr_dev.devcluster up|down|status|fleet``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..kube import Kube
+from draxr.kube import Kube
+
 from . import fakedriver
 from .binaries import REPO_ROOT, ensure_binaries
 from .controlplane import ControlPlane, Options
@@ -98,7 +99,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m draxr.devcluster", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m draxr_dev.devcluster", description=__doc__)
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="run directory (default: %(default)s)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
