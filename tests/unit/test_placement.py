@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -9,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from draxr.core.allocator import DEFAULT_FEATURES, FatalKind
-from draxr.core.placement import Decision, Scoring, Unschedulable, nodes_to_find, schedule, unsupported_fields
+from draxr.core.placement import Decision, Scoring, Unschedulable, nodes_to_find, schedule
+from draxr.core.pod_view import unsupported_fields
 from draxr.core.requests import DeviceRequest, RequestMapping
 from draxr.core.state import ClusterState, PodInfo
 from draxr_dev.devcluster import fakedriver
@@ -35,9 +37,10 @@ def run(
     state: ClusterState, p: JSON, *, scoring: Scoring = Scoring.LEAST_ALLOCATED, start: int = 0
 ) -> Decision | Unschedulable:
     state.upsert_pod(p)
-    return schedule(
-        PodInfo.from_api(p, keep_object=True), state, features=DEFAULT_FEATURES, scoring=scoring, start=start
-    )
+    # Without the pod object: placement reads only the view made when the pod arrived (every test
+    # here would raise PodObjectDropped if it went back to the dict).
+    info = dataclasses.replace(PodInfo.from_api(p, keep_object=True), obj=None)
+    return schedule(info, state, features=DEFAULT_FEATURES, scoring=scoring, start=start)
 
 
 def decided(result: Decision | Unschedulable) -> Decision:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from draxr.core.mapping import DEVICE_CLASS_PREFIX, ExtendedResourceMapping, OverrideMapping, build_mapping
+from draxr.core.pod_view import pod_view
 from draxr.core.requests import (
     ALLOCATION_RESULTS_MAX_SIZE,
     DEVICE_REQUESTS_MAX_SIZE,
@@ -507,10 +508,18 @@ def test_uses_dra() -> None:
     assert not prepare_pod(pod, mapping_of({X1: "gpu"})).uses_dra
 
 
-def test_prepare_pod_accepts_precomputed_requests() -> None:
+def test_pod_view_accepts_precomputed_requests() -> None:
     pod = make_pod().res({X: "1"}).obj()
-    p = prepare_pod(pod, mapping_of({X: "gpu"}), requests={X: Decimal(3)})
+    p = prepare_pod(pod_view(pod, {X: Decimal(3)}), mapping_of({X: "gpu"}))
     assert dict(p.candidates) == {X: 3}
+
+
+def test_a_pod_view_and_its_dict_prepare_alike() -> None:
+    pod = make_pod().res({X: "2", X1: "1"}).obj()
+    mapping = mapping_of({X: "gpu", X1: "fpga"})
+    node = {"status": {"allocatable": {}}}
+    assert prepare_pod(pod_view(pod), mapping).for_node(node) == prepare_pod(pod, mapping).for_node(node)
+    assert prepare_pod(pod_view(pod), mapping).for_node(node).dra == {X: 2, X1: 1}
 
 
 # --------------------------------------------------------------------------- claim limits

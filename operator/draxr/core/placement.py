@@ -16,6 +16,7 @@ from typing import Any
 from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.mappings_crd import invalid_selectors
+from draxr.core.pod_view import PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.state import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ClusterState, NodeInfo, NodeUsage, PodInfo
 
@@ -56,59 +57,11 @@ class Unschedulable:
     until_inventory_changes: bool = False
 
 
-def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
-    """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
-    spec = pod.get("spec") or {}
-    found: list[str] = []
-    affinity = spec.get("affinity") or {}
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            found.append(f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution")
-    if spec.get("topologySpreadConstraints"):
-        found.append("spec.topologySpreadConstraints")
-    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
-        found.append("spec.volumes (persistent volume claims may be bound to zones)")
-    if spec.get("resourceClaims"):
-        found.append("spec.resourceClaims (ResourceClaims next to extended resources)")
-    return found
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """v1 Toleration.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return True
-    return op == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def _untolerated_taint(pod: PodInfo, node: NodeInfo) -> Mapping[str, Any] | None:
-    tolerations = (pod.raw.get("spec") or {}).get("tolerations") or ()
-    for taint in node.taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(_tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
-def _node_affinity(pod: PodInfo) -> tuple[Mapping[str, str], Mapping[str, Any] | None]:
-    spec = pod.raw.get("spec") or {}
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    return spec.get("nodeSelector") or {}, required or None
-
-
-def _node_affinity_matches(selector: Mapping[str, str], required: Mapping[str, Any] | None, node: NodeInfo) -> bool:
-    for k, v in selector.items():
+def _node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
+    for k, v in view.node_selector.items():
         if node.labels.get(k) != v:
             return False
+    required = view.required_node_affinity
     if required:
         try:
             return selector_matches(required, node.raw)
@@ -200,29 +153,24 @@ def schedule(
     and cut off after kube-scheduler's number of feasible nodes); then the DRA allocator, the
     expensive part, runs on the candidates best score first until one fits. The allocator stays the
     judge of every device decision; only the order of trying nodes differs from kube-scheduler."""
-    unsupported = unsupported_fields(pod.raw)
-    if unsupported:
-        return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
+    view = pod.view
+    if view.unsupported:
+        return Unschedulable(f"draxr does not support {', '.join(view.unsupported)} yet", unresolvable=True)
 
-    prepared = prepare_pod(pod.raw, state.mapping, requests=pod.requests)
-    spec = pod.raw.get("spec") or {}
-    spec_node = spec.get("nodeName") or ""
-    tolerates_unschedulable = any(
-        _tolerates(t, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-        for t in spec.get("tolerations") or ()
-    )
+    prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
     if names:
         start %= len(names)
         names = names[start:] + names[:start]
     want = nodes_to_find(len(names), percentage_of_nodes)
     candidates_names = frozenset(prepared.candidates)
-    selector, required = _node_affinity(pod)
     checked = _fit_checked(pod)
     cpu, memory = pod.units.get("cpu") or DEFAULT_MILLI_CPU, pod.units.get("memory") or DEFAULT_MEMORY
     least = scoring is Scoring.LEAST_ALLOCATED
     by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
     node_restricted = prepared.node_restricted
+    # Whether any cheap filter can reject a node (else only unschedulable nodes are looked at).
+    filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
     no_unmapped: frozenset[str] = frozenset()
 
     reasons: Counter[str] = Counter()
@@ -236,8 +184,8 @@ def schedule(
             node = state.nodes[names[evaluated]]
             evaluated += 1
             usage = state.usage.get(node.name) or _EMPTY_USAGE
-            if node.unschedulable or spec_node or node.taints or selector or required or pod.host_ports:
-                reason = _filter(pod, node, usage, spec_node, tolerates_unschedulable, selector, required)
+            if node.unschedulable or node.taints or filtered:
+                reason = _filter(pod, view, node, usage)
                 if reason is not None:
                     reasons[reason] += 1
                     continue
@@ -381,25 +329,17 @@ def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:
     return wanted
 
 
-def _filter(
-    pod: PodInfo,
-    node: NodeInfo,
-    usage: NodeUsage,
-    spec_node: str,
-    tolerates_unschedulable: bool,
-    selector: Mapping[str, str],
-    required: Mapping[str, Any] | None,
-) -> str | None:
+def _filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> str | None:
     """kube-scheduler's cheap filters in its order; the reason in its words, or None."""
-    if node.unschedulable and not tolerates_unschedulable:
+    if node.unschedulable and not view.tolerates_unschedulable:
         return "node(s) were unschedulable"
-    if spec_node and spec_node != node.name:
+    if view.node_name and view.node_name != node.name:
         return "node(s) didn't match the requested node name"
     if node.taints:
-        taint = _untolerated_taint(pod, node)
+        taint = view.untolerated(node.taints)
         if taint is not None:
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
-    if not _node_affinity_matches(selector, required, node):
+    if not _node_affinity_matches(view, node):
         return "node(s) didn't match Pod's node affinity/selector"
     if pod.host_ports and _ports_conflict(pod, usage):
         return "node(s) didn't have free ports for the requested pod ports"

@@ -1,8 +1,8 @@
 """Pod -> per-node device requests and request mappings (KEP-5004, contract §2.2-2.3).
 
 A port of kube-scheduler's `filterExtendedResources` / `createRequestsAndMappings`
-(dynamicresources `extendeddynamicresources.go`, after kubernetes#134882) plus the pod request
-aggregation of component-helpers `resource.PodRequests`.
+(dynamicresources `extendeddynamicresources.go`, after kubernetes#134882). The pod's side (its
+requests per container, `resource.PodRequests`) is read once into `core.pod_view.PodView`.
 
 Use `prepare_pod` once per pod and scheduling cycle, then `for_node` per candidate node; the
 request building is memoised per set of DRA-served resources, so nodes that agree on which
@@ -15,14 +15,22 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.limits import ALLOCATION_RESULTS_MAX_SIZE, DEVICE_REQUESTS_MAX_SIZE
-from draxr.core.mapping import ExtendedResourceMapping, is_dra_extended_resource_name
-from draxr.core.quantity import QuantityLike, as_int64, parse_quantity, value
+from draxr.core.mapping import ExtendedResourceMapping
+from draxr.core.pod_view import (
+    ContainerView,
+    PodView,
+    container_requests,
+    container_views,
+    is_sidecar,
+    pod_requests,
+    pod_view,
+)
+from draxr.core.quantity import QuantityLike, value
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -44,83 +52,6 @@ __all__ = [
 MAX_CLASS_CHOICES = 16
 # Which class of each multi-class mapping a request set uses: (resource name, index) for indexes > 0.
 ClassChoice = tuple[tuple[str, int], ...]
-
-_POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})  # plus hugepages-*, see _is_pod_level_resource
-
-
-# --------------------------------------------------------------------------- pod request maths
-
-
-def is_sidecar(container: Mapping[str, Any]) -> bool:
-    """A restartable init container (runs for the pod's whole life, like a regular container)."""
-    return container.get("restartPolicy") == "Always"
-
-
-def container_requests(container: Mapping[str, Any]) -> dict[str, QuantityLike]:
-    """`resources.requests`, with missing keys taken from `resources.limits`.
-
-    This is the API server's pod defaulting (SetDefaults_Pod, all resource names); objects read
-    from the API already have it, hand-written ones may not.
-    """
-    resources = container.get("resources") or {}
-    merged: dict[str, QuantityLike] = dict(resources.get("limits") or {})
-    merged.update(resources.get("requests") or {})
-    return merged
-
-
-def _is_pod_level_resource(name: str) -> bool:
-    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
-
-
-def _add(into: dict[str, Decimal], items: Mapping[str, QuantityLike]) -> None:
-    for name, q in items.items():
-        into[name] = into.get(name, Decimal(0)) + parse_quantity(q)
-
-
-def _max_into(into: dict[str, Decimal], items: Mapping[str, Decimal]) -> None:
-    for name, q in items.items():
-        if name not in into or q > into[name]:
-            into[name] = q
-
-
-def pod_requests(
-    pod: Mapping[str, Any], *, include_overhead: bool = True, use_pod_level: bool = True
-) -> dict[str, Decimal]:
-    """Effective pod requests (`resource.PodRequests` with default options).
-
-    Sum of regular containers and sidecars, raised to the peak of any non-sidecar init container
-    (which runs next to the sidecars declared before it); then pod-level `spec.resources.requests`
-    replace cpu/memory/hugepages; then `spec.overhead` is added. Ephemeral containers never count.
-    """
-    spec = pod.get("spec") or {}
-    result: dict[str, Decimal] = {}
-    for c in spec.get("containers") or ():
-        _add(result, container_requests(c))
-
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
-    for c in spec.get("initContainers") or ():
-        reqs = container_requests(c)
-        if is_sidecar(c):
-            _add(result, reqs)
-            _add(sidecars, reqs)
-            running = dict(sidecars)
-        else:
-            running = dict(sidecars)
-            _add(running, reqs)
-        _max_into(init_peak, running)
-    _max_into(result, init_peak)
-
-    if use_pod_level:
-        pod_level = (spec.get("resources") or {}).get("requests") or {}
-        for name, q in pod_level.items():
-            if _is_pod_level_resource(name):
-                result[name] = parse_quantity(q)
-
-    if include_overhead:
-        _add(result, spec.get("overhead") or {})
-    return result
-
 
 # --------------------------------------------------------------------------- result types
 
@@ -204,28 +135,8 @@ class NodeRequests:
 # --------------------------------------------------------------------------- request building
 
 
-@dataclass(frozen=True)
-class _Container:
-    index: int  # position in initContainers + containers
-    name: str
-    long_lived: bool  # regular container or sidecar
-    requests: Mapping[str, QuantityLike]
-    sorted_names: tuple[str, ...]  # all request names, sorted: the j in container-<i>-request-<j>
-
-
-def _containers(pod: Mapping[str, Any]) -> tuple[_Container, ...]:
-    spec = pod.get("spec") or {}
-    inits = list(spec.get("initContainers") or ())
-    out: list[_Container] = []
-    for i, c in enumerate(inits + list(spec.get("containers") or ())):
-        reqs = container_requests(c)
-        long_lived = i >= len(inits) or is_sidecar(c)
-        out.append(_Container(i, str(c.get("name", "")), long_lived, reqs, tuple(sorted(reqs))))
-    return tuple(out)
-
-
 def _request_for(
-    c: _Container,
+    c: ContainerView,
     resource: str,
     class_name: str,
     reusable: Sequence[DeviceRequest | None],
@@ -233,12 +144,9 @@ def _request_for(
 ) -> tuple[DeviceRequest | None, list[RequestMapping]]:
     """`createResourceRequestAndMappings`: reuse `reusable` in order until the container's
     quantity is covered, else add an own request for the rest."""
-    q = c.requests.get(resource)
-    if q is None:
-        return None, []
-    wanted = as_int64(q)
-    # Upstream skips non-int64 and zero quantities; negative ones cannot pass API validation.
-    if wanted is None or wanted <= 0:
+    # Upstream skips non-int64 and zero quantities (the view keeps only positive int64s).
+    wanted = c.device_counts.get(resource)
+    if wanted is None:
         return None, []
     mappings: list[RequestMapping] = []
     covered = 0
@@ -249,13 +157,13 @@ def _request_for(
         mappings.append(RequestMapping(c.name, resource, r.name))
         if covered >= wanted:
             return None, mappings
-    name = f"container-{c.index}-request-{c.sorted_names.index(resource)}"
+    name = f"container-{c.index}-request-{c.request_names.index(resource)}"
     mappings.append(RequestMapping(c.name, resource, name))
     return DeviceRequest(name, class_name, wanted - covered, selectors), mappings
 
 
 def _build(
-    containers: Sequence[_Container],
+    containers: Sequence[ContainerView],
     resources: Iterable[str],
     mapping: ExtendedResourceMapping,
     choice: ClassChoice = (),
@@ -320,7 +228,7 @@ def create_requests_and_mappings(
 
     Resources that do not resolve through `mapping` are skipped, as upstream does.
     """
-    return _build(_containers(pod), dra_resources, mapping)
+    return _build(container_views(pod.get("spec") or {}), dra_resources, mapping)
 
 
 # --------------------------------------------------------------------------- per node
@@ -333,7 +241,7 @@ class PodExtendedResources:
     candidates: Mapping[str, int]
     """Pod-level count of every DRA-capable extended resource name with a non-zero request."""
     mapping: ExtendedResourceMapping
-    _containers: tuple[_Container, ...]
+    _containers: tuple[ContainerView, ...]
     _memo: dict[tuple[frozenset[str], ClassChoice], tuple[tuple[DeviceRequest, ...], tuple[RequestMapping, ...]]] = (
         field(default_factory=dict, repr=False)
     )
@@ -440,19 +348,11 @@ class PodExtendedResources:
         return NodeRequests(dp, dr, requests, mappings)
 
 
-def prepare_pod(
-    pod: Mapping[str, Any], mapping: ExtendedResourceMapping, *, requests: Mapping[str, Decimal] | None = None
-) -> PodExtendedResources:
-    """Parse the pod once. `requests` may pass an already computed `pod_requests(pod)`."""
-    reqs = pod_requests(pod) if requests is None else requests
-    candidates: dict[str, int] = {}
-    for name, q in reqs.items():
-        if not is_dra_extended_resource_name(name):
-            continue
-        count = value(q)  # the scheduler's scalar resources round up
-        if count != 0:
-            candidates[name] = count
-    return PodExtendedResources(MappingProxyType(candidates), mapping, _containers(pod))
+def prepare_pod(pod: Mapping[str, Any] | PodView, mapping: ExtendedResourceMapping) -> PodExtendedResources:
+    """The pod's extended resources against the current mappings. Pass the pod's view (read once
+    when the pod arrived, `PodInfo.view`); a pod dict is read into one first."""
+    view = pod if isinstance(pod, PodView) else pod_view(pod)
+    return PodExtendedResources(view.extended, mapping, view.containers)
 
 
 def node_requests(pod: Mapping[str, Any], node: Mapping[str, Any], mapping: ExtendedResourceMapping) -> NodeRequests:

@@ -25,8 +25,8 @@ from typing import Any
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.claims import special_claim_owner
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
+from draxr.core.pod_view import PodView, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
-from draxr.core.requests import pod_requests
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Scoring pretends pods without cpu/memory requests use these (upstream DefaultMilliCPURequest /
@@ -225,6 +225,7 @@ class PodInfo:
     claim_name: str  # status.extendedResourceClaimStatus.resourceClaimName, "" when unset
     gated: bool  # spec.schedulingGates is not empty
     obj: Mapping[str, Any] | None  # while schedulable: the pod without managedFields, compacted; see raw
+    inputs: PodView | None  # while schedulable: its scheduling inputs, read once; see view
 
     @property
     def key(self) -> str:
@@ -247,6 +248,13 @@ class PodInfo:
             raise PodObjectDropped(f"pod {self.key}: only its summary is kept (bound, finished or deleting)")
         return self.obj
 
+    @property
+    def view(self) -> PodView:
+        """The pod's scheduling inputs (placement reads only these), kept as long as ``raw``."""
+        if self.inputs is None:
+            raise PodObjectDropped(f"pod {self.key}: only its summary is kept (bound, finished or deleting)")
+        return self.inputs
+
     @classmethod
     def from_api(cls, pod: Mapping[str, Any], *, keep_object: bool = False) -> PodInfo:
         """``keep_object``: keep the whole pod even if it is not schedulable (draxr explain)."""
@@ -258,6 +266,7 @@ class PodInfo:
                 if p.get("hostPort"):
                     ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(p["hostPort"])))
         ercs = status.get("extendedResourceClaimStatus") or {}
+        keep = keep_object or _schedulable(pod)
         return cls(
             uid=meta["uid"],
             namespace=sys.intern(meta.get("namespace", "")),
@@ -274,7 +283,8 @@ class PodInfo:
             resource_version=_resource_version(pod),
             claim_name=str(ercs.get("resourceClaimName") or ""),
             gated=bool(spec.get("schedulingGates")),
-            obj=compact(without_managed_fields(pod)) if keep_object or _schedulable(pod) else None,
+            obj=compact(without_managed_fields(pod)) if keep else None,
+            inputs=pod_view(pod, requests) if keep else None,
         )
 
 

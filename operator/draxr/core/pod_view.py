@@ -1,0 +1,220 @@
+"""A pod's scheduling inputs, read from the pod object once — when the pod is upserted — into one
+typed, immutable view. Placement and the request building read only this view, never the dict.
+
+Also the pod request maths of component-helpers `resource.PodRequests`, which the view and the
+state's per-pod summary share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from draxr.core.mapping import is_dra_extended_resource_name
+from draxr.core.quantity import QuantityLike, as_int64, parse_quantity, value
+
+_POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})  # plus hugepages-*, see _is_pod_level_resource
+
+
+# --------------------------------------------------------------------------- pod request maths
+
+
+def is_sidecar(container: Mapping[str, Any]) -> bool:
+    """A restartable init container (runs for the pod's whole life, like a regular container)."""
+    return container.get("restartPolicy") == "Always"
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, QuantityLike]:
+    """`resources.requests`, with missing keys taken from `resources.limits`.
+
+    This is the API server's pod defaulting (SetDefaults_Pod, all resource names); objects read
+    from the API already have it, hand-written ones may not.
+    """
+    resources = container.get("resources") or {}
+    merged: dict[str, QuantityLike] = dict(resources.get("limits") or {})
+    merged.update(resources.get("requests") or {})
+    return merged
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-")
+
+
+def _add(into: dict[str, Decimal], items: Mapping[str, QuantityLike]) -> None:
+    for name, q in items.items():
+        into[name] = into.get(name, Decimal(0)) + parse_quantity(q)
+
+
+def _max_into(into: dict[str, Decimal], items: Mapping[str, Decimal]) -> None:
+    for name, q in items.items():
+        if name not in into or q > into[name]:
+            into[name] = q
+
+
+def pod_requests(
+    pod: Mapping[str, Any], *, include_overhead: bool = True, use_pod_level: bool = True
+) -> dict[str, Decimal]:
+    """Effective pod requests (`resource.PodRequests` with default options).
+
+    Sum of regular containers and sidecars, raised to the peak of any non-sidecar init container
+    (which runs next to the sidecars declared before it); then pod-level `spec.resources.requests`
+    replace cpu/memory/hugepages; then `spec.overhead` is added. Ephemeral containers never count.
+    """
+    spec = pod.get("spec") or {}
+    result: dict[str, Decimal] = {}
+    for c in spec.get("containers") or ():
+        _add(result, container_requests(c))
+
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for c in spec.get("initContainers") or ():
+        reqs = container_requests(c)
+        if is_sidecar(c):
+            _add(result, reqs)
+            _add(sidecars, reqs)
+            running = dict(sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, reqs)
+        _max_into(init_peak, running)
+    _max_into(result, init_peak)
+
+    if use_pod_level:
+        pod_level = (spec.get("resources") or {}).get("requests") or {}
+        for name, q in pod_level.items():
+            if _is_pod_level_resource(name):
+                result[name] = parse_quantity(q)
+
+    if include_overhead:
+        _add(result, spec.get("overhead") or {})
+    return result
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
+    """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
+    spec = pod.get("spec") or {}
+    found: list[str] = []
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            found.append(f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution")
+    if spec.get("topologySpreadConstraints"):
+        found.append("spec.topologySpreadConstraints")
+    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
+        found.append("spec.volumes (persistent volume claims may be bound to zones)")
+    if spec.get("resourceClaims"):
+        found.append("spec.resourceClaims (ResourceClaims next to extended resources)")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # "Equal" or "Exists"
+    value: str
+    effect: str  # "" tolerates every effect
+
+    @classmethod
+    def from_api(cls, t: Mapping[str, Any]) -> Toleration:
+        return cls(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+
+    def tolerates(self, taint: Mapping[str, Any]) -> bool:
+        """v1 Toleration.ToleratesTaint."""
+        if self.effect and self.effect != taint.get("effect"):
+            return False
+        if self.key and self.key != taint.get("key"):
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator == "Equal" and self.value == (taint.get("value") or "")
+
+
+_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerView:
+    """One init or regular container, as the special claim's request building reads it."""
+
+    index: int  # position in initContainers + containers: the i in container-<i>-request-<j>
+    name: str
+    long_lived: bool  # regular container or sidecar
+    request_names: tuple[str, ...]  # every request name, sorted: the j in container-<i>-request-<j>
+    # Requests of DRA-capable extended resource names that are positive int64s (upstream skips
+    # the others: zero, fractional or too large quantities).
+    device_counts: Mapping[str, int]
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    containers: tuple[ContainerView, ...]
+    extended: Mapping[str, int]  # pod-level count of each DRA-capable name with a non-zero request
+    tolerations: tuple[Toleration, ...]
+    node_name: str  # spec.nodeName: the NodeName filter
+    node_selector: Mapping[str, str]
+    required_node_affinity: Mapping[str, Any] | None  # nodeAffinity's required NodeSelector
+    unsupported: tuple[str, ...]  # see unsupported_fields
+    tolerates_unschedulable: bool  # tolerates node.kubernetes.io/unschedulable:NoSchedule
+
+    def untolerated(self, taints: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any] | None:
+        """The first NoSchedule/NoExecute taint no toleration tolerates (TaintToleration filter)."""
+        for taint in taints:
+            if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(t.tolerates(taint) for t in self.tolerations):
+                return taint
+        return None
+
+
+def container_views(spec: Mapping[str, Any]) -> tuple[ContainerView, ...]:
+    inits = list(spec.get("initContainers") or ())
+    out: list[ContainerView] = []
+    for i, c in enumerate(inits + list(spec.get("containers") or ())):
+        reqs = container_requests(c)
+        counts = {}
+        for name, q in reqs.items():
+            if is_dra_extended_resource_name(name) and (n := as_int64(q)) is not None and n > 0:
+                counts[name] = n
+        long_lived = i >= len(inits) or is_sidecar(c)
+        view = ContainerView(i, str(c.get("name", "")), long_lived, tuple(sorted(reqs)), MappingProxyType(counts))
+        out.append(view)
+    return tuple(out)
+
+
+def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = None) -> PodView:
+    """Read the pod's scheduling inputs. ``requests`` may pass an already computed `pod_requests`."""
+    spec = pod.get("spec") or {}
+    reqs = pod_requests(pod) if requests is None else requests
+    extended = {}
+    for name, q in reqs.items():
+        if is_dra_extended_resource_name(name) and (count := value(q)) != 0:  # scalar resources round up
+            extended[name] = count
+    tolerations = tuple(Toleration.from_api(t) for t in spec.get("tolerations") or ())
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    selector = spec.get("nodeSelector")
+    return PodView(
+        containers=container_views(spec),
+        extended=MappingProxyType(extended) if extended else _EMPTY,
+        tolerations=tolerations,
+        node_name=str(spec.get("nodeName") or ""),
+        node_selector=MappingProxyType({str(k): str(v) for k, v in selector.items()}) if selector else _EMPTY,
+        required_node_affinity=required or None,
+        unsupported=tuple(unsupported_fields(pod)),
+        tolerates_unschedulable=any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in tolerations),
+    )
