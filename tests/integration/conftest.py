@@ -22,14 +22,13 @@ import pytest
 
 from draxr.app import Operator
 from draxr.kube import NAMESPACES, Kube
-from draxr.settings import Settings
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from . import manifests
 from .clusters import service_account_dir
-from .embedded import embedded_operator
+from .embedded import embedded_operator, fast_settings
 from .helpers import install
 
 
@@ -123,17 +122,13 @@ async def operator(
     sa_dir = await service_account_dir(kube, control_plane, "draxr-system", "draxr", into, seconds=7200)
     os.environ["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"  # read by the in-cluster loader only
     os.environ["KUBERNETES_SERVICE_PORT"] = str(control_plane.ports["api"])
-    settings = Settings(
+    settings = fast_settings(
         kubeconfig=None,
         serviceaccount_dir=str(sa_dir),
         leader_election_namespace="draxr-system",
-        metrics_port=0,
-        health_port=0,
-        backoff_initial_seconds=0.2,
         backoff_max_seconds=5,
         unschedulable_flush_seconds=10,
         release_sweep_seconds=5,
-        log_format="console",
         # The admission webhook on loopback; the installed MutatingWebhookConfiguration calls it by url.
         bind_address="127.0.0.1",
         webhook_port=manifests.WEBHOOK_PORT,

@@ -5,12 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from kubernetes_asyncio import client
 
 from draxr.app import Operator, connect
 from draxr.kube import Kube
 from draxr.settings import Settings
+
+
+def fast_settings(**overrides: Any) -> Settings:
+    """Settings of an operator under test: no fixed ports, quick retries, console logs; what the
+    test passes wins."""
+    base: dict[str, Any] = {
+        "metrics_port": 0,
+        "health_port": 0,
+        "backoff_initial_seconds": 0.2,
+        "log_format": "console",
+    }
+    return Settings(**{**base, **overrides})
 
 
 @contextlib.asynccontextmanager

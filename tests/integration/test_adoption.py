@@ -22,7 +22,7 @@ from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from .clusters import extra_control_plane
-from .embedded import embedded_operator
+from .embedded import embedded_operator, fast_settings
 from .helpers import eventually
 
 K8S_1_35 = "v1.35.4"
@@ -82,16 +82,12 @@ async def adopting(cluster_1_35: ControlPlane, kube_1_35: Kube, names: str) -> A
     )
     [resource] = [r for r in fleet.classes.values() if r]
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
-    settings = Settings(
+    settings = fast_settings(
         kubeconfig=str(cluster_1_35.kubeconfig),
         adopt_unschedulable=True,
         leader_elect=False,
-        metrics_port=0,
-        health_port=0,
-        backoff_initial_seconds=0.2,
         backoff_max_seconds=2,
         unschedulable_flush_seconds=5,
-        log_format="console",
     )
     try:
         async with fakedriver.deployed(kube, fleet), embedded_operator(settings) as (_, op):

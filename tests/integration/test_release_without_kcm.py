@@ -15,12 +15,11 @@ from draxr.app import Operator
 from draxr.core.gc import ClaimAction
 from draxr.core.state import ClusterState
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
-from draxr.settings import Settings
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 
 from .clusters import extra_control_plane
-from .embedded import embedded_operator
+from .embedded import embedded_operator, fast_settings
 from .helpers import eventually, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
@@ -37,14 +36,8 @@ def bare_cluster() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 async def bare(bare_cluster: ControlPlane) -> AsyncIterator[tuple[Kube, Operator]]:
-    settings = Settings(
-        kubeconfig=str(bare_cluster.kubeconfig),
-        metrics_port=0,
-        health_port=0,
-        backoff_initial_seconds=0.2,
-        release_sweep_seconds=5,
-        release_foreign_grace_seconds=GRACE,
-        log_format="console",
+    settings = fast_settings(
+        kubeconfig=str(bare_cluster.kubeconfig), release_sweep_seconds=5, release_foreign_grace_seconds=GRACE
     )
     async with embedded_operator(settings) as running:
         yield running

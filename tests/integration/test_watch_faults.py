@@ -17,14 +17,13 @@ import pytest
 from draxr import metrics
 from draxr.app import Operator
 from draxr.kube import PODS, Kube
-from draxr.settings import Settings
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
 
 from ..faultproxy import FaultProxy, watches
 from . import manifests
 from .clusters import service_account_dir
-from .embedded import embedded_operator
+from .embedded import embedded_operator, fast_settings
 from .test_platform import eventually, pod
 
 
@@ -38,18 +37,14 @@ async def behind_proxy(
     assert applied.returncode == 0, applied.stdout + applied.stderr
     sa_dir = await service_account_dir(kube, control_plane, "draxr-system", "draxr", tmp_path / "sa")
     scheduler = f"draxr-{names}"
-    settings = Settings(
+    settings = fast_settings(
         kubeconfig=None,
         serviceaccount_dir=str(sa_dir),
         scheduler_name=scheduler,
         leader_elect=False,
-        metrics_port=0,
-        health_port=0,
-        backoff_initial_seconds=0.2,
         backoff_max_seconds=2,
         unschedulable_flush_seconds=5,
         release_sweep_seconds=2,
-        log_format="console",
         watch_idle_seconds=10,
     )
     with FaultProxy.for_control_plane(control_plane) as proxy:

@@ -93,7 +93,8 @@ def new_ca(common_name: str, now: datetime, validity: timedelta) -> tuple[bytes,
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
-def _sans(hosts: Iterable[str]) -> list[x509.GeneralName]:
+def subject_alt_names(hosts: Iterable[str]) -> list[x509.GeneralName]:
+    """IP addresses as IP SANs, everything else as DNS names."""
     out: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -119,7 +120,7 @@ def new_serving(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
+        .add_extension(x509.SubjectAlternativeName(subject_alt_names(hosts)), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)

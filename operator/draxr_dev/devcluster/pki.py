@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from draxr.core.certs import subject_alt_names
 
 _VALIDITY = dt.timedelta(days=30)
 
@@ -88,16 +89,6 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurve
 _SERVING_HOSTS = ("localhost", "127.0.0.1")
 
 
-def _san(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
-    out: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            out.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            out.append(x509.DNSName(host))
-    return out
-
-
 def _leaf(
     directory: Path,
     stem: str,
@@ -127,7 +118,7 @@ def issue_serving_cert(
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise TypeError(f"unexpected CA key type {type(ca_key).__name__}")
     ca_name = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes()).subject
-    return _leaf(into, stem, _name(cn), ExtendedKeyUsageOID.SERVER_AUTH, _san(hosts), ca_key, ca_name)
+    return _leaf(into, stem, _name(cn), ExtendedKeyUsageOID.SERVER_AUTH, subject_alt_names(hosts), ca_key, ca_name)
 
 
 def make_pki(directory: Path, clients: dict[str, tuple[str, str | None]]) -> Pki:
@@ -162,7 +153,13 @@ def make_pki(directory: Path, clients: dict[str, tuple[str, str | None]]) -> Pki
 
     hosts = ("localhost", "kubernetes", "kubernetes.default.svc", "127.0.0.1")
     _leaf(
-        directory, "apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, _san(hosts), ca_key, ca_name
+        directory,
+        "apiserver",
+        _name("kube-apiserver"),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        subject_alt_names(hosts),
+        ca_key,
+        ca_name,
     )
     for stem, (cn, org) in clients.items():
         _leaf(directory, stem, _name(cn, org), ExtendedKeyUsageOID.CLIENT_AUTH, [], ca_key, ca_name)
