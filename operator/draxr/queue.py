@@ -35,6 +35,7 @@ class _Entry:
     parked_at: float = 0.0
     unresolvable: bool = False
     stamp: object = None  # unresolvable until the inventory changes: the inventory it failed against
+    rejected: bool = False  # its last attempt was unschedulable (a filter said no), not an error
     version: int = 0
 
 
@@ -54,6 +55,9 @@ class SchedulingQueue:
     _active: list[tuple[tuple[int, str], str, int]] = field(default_factory=list)  # (order, uid, version)
     _backoff: list[tuple[float, str, int]] = field(default_factory=list)  # (ready_at, uid, version)
     _flush: list[tuple[float, str, int]] = field(default_factory=list)  # parked: (flush at, uid, version)
+    # Backing-off pods whose last attempt was unschedulable, in the order they may be taken early
+    # when nothing is active: (ready_at, order, uid, version).
+    _rejected: list[tuple[float, tuple[int, str], str, int]] = field(default_factory=list)
     # Parked pods a cluster change releases, by the generation they were parked at (the
     # unresolvable ones wait for the flush or their own update only).
     _parked: dict[int, set[str]] = field(default_factory=dict)
@@ -89,6 +93,8 @@ class SchedulingQueue:
         entry.version = self._next_version()
         if entry.ready_at > now:
             heapq.heappush(self._backoff, (entry.ready_at, uid, entry.version))
+            if entry.rejected:
+                heapq.heappush(self._rejected, (entry.ready_at, self._order.get(uid, (0, "")), uid, entry.version))
         else:
             heapq.heappush(self._active, (self._order.get(uid, (0, "")), uid, entry.version))
 
@@ -136,6 +142,7 @@ class SchedulingQueue:
         now = self.clock()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
         entry.parked_generation = generation if unschedulable else None
+        entry.rejected = unschedulable
         entry.parked_at = now
         entry.unresolvable = unresolvable
         entry.stamp = stamp if unresolvable else None
@@ -205,11 +212,22 @@ class SchedulingQueue:
                 self._release(uid, ready, now)
 
     def next_ready(self, generation: int, stamp: object = None) -> tuple[str | None, float | None]:
-        """The best eligible pod, or how long until one may become eligible by time alone."""
+        """The best eligible pod, or how long until one may become eligible by time alone.
+
+        With nothing eligible, a pod that is still backing off after an unschedulable attempt (a
+        cluster change or its own update released it) is taken at once, the one whose backoff ends
+        first: kube-scheduler's SchedulerPopFromBackoffQ (on since 1.33), so that a pod waiting for
+        a device is retried as soon as the claim that held it is released, not seconds later.
+        Pods backing off after an error still wait out their backoff."""
         now = self.clock()
         self._promote(now, generation, stamp)
         while self._active:
             _, uid, version = heapq.heappop(self._active)
+            if self._current(uid, version) is not None:
+                self._in_flight.add(uid)
+                return uid, None
+        while self._rejected:
+            _, _, uid, version = heapq.heappop(self._rejected)
             if self._current(uid, version) is not None:
                 self._in_flight.add(uid)
                 return uid, None

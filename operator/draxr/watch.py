@@ -108,6 +108,7 @@ class Informer:
         self.guard = GuardedLoop(f"watch-{target.name}", backoff=Backoff(0.8, 30.0), escalate_after=10)
         self._relists = Backoff(0.2, 10.0)  # 410 after 410 (a compacting etcd, a proxy): do not spin
         self._pages_next = False  # the last streaming list expired: list the next time in pages
+        self._absent_since: float | None = None  # the kind is not served: lists are only polls
         self._yielded = time.monotonic()
         metrics.WATCH_LAST_EVENT_AGE.labels(watch=target.name).set_function(self.idle_for)
 
@@ -163,8 +164,9 @@ class Informer:
         await asyncio.sleep(seconds)
 
     async def _absent(self) -> None:
-        if self.phase is not Phase.ABSENT:
-            log.info("kind not served, waiting for it", watch=self.name)
+        if self._absent_since is None:
+            self._absent_since = time.monotonic()
+            log.info("kind not served, waiting for it", watch=self.name, poll_seconds=self.absent_poll_seconds)
         self.phase = Phase.ABSENT
         self.resource_version = None
         self._reconcile(set())  # a CRD deleted: so are its objects
@@ -174,8 +176,9 @@ class Informer:
     # ---- listing -----------------------------------------------------------------------------------
     async def _relist(self, reason: str) -> None:
         self.phase = Phase.LISTING
-        metrics.WATCH_RELISTS.labels(watch=self.name, reason=reason).inc()
-        log.info("listing", watch=self.name, reason=reason, streaming=self.streaming_list is not False)
+        if self._absent_since is None:  # (a poll for a kind that is not served is neither)
+            metrics.WATCH_RELISTS.labels(watch=self.name, reason=reason).inc()
+            log.info("listing", watch=self.name, reason=reason, streaming=self.streaming_list is not False)
         if self.streaming_list is not False and not self._pages_next:
             try:
                 await self._stream(initial=True)  # (it goes on watching once the list is complete)
@@ -213,6 +216,11 @@ class Informer:
             query["continue"] = meta["continue"]
 
     def _listed(self, seen: set[str], resource_version: str) -> None:
+        if self._absent_since is not None:
+            metrics.WATCH_RELISTS.labels(watch=self.name, reason="installed").inc()
+            waited = round(time.monotonic() - self._absent_since, 1)
+            log.info("kind now served, listed", watch=self.name, objects=len(seen), waited_seconds=waited)
+            self._absent_since = None
         self._reconcile(seen)
         self.resource_version = resource_version or None
         if not self.synced.is_set():

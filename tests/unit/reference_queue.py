@@ -17,6 +17,7 @@ class _Entry:
     parked_generation: int | None = None  # unschedulable at this cluster generation
     parked_at: float = 0.0
     unresolvable: bool = False
+    rejected: bool = False  # the last attempt was unschedulable
 
 
 @dataclass
@@ -62,6 +63,7 @@ class SchedulingQueue:
         now = time.monotonic()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
         entry.parked_generation = generation if unschedulable else None
+        entry.rejected = unschedulable
         entry.parked_at = now
         entry.unresolvable = unresolvable
         self._wake.set()
@@ -108,9 +110,30 @@ class SchedulingQueue:
             until = e.ready_at - now if e.ready_at > now else e.parked_at + self.flush_after - now
             wait = until if wait is None else min(wait, until)
         if best is None:
-            return None, wait
+            # Nothing eligible: the released pod backing off after an unschedulable attempt whose
+            # backoff ends first (SchedulerPopFromBackoffQ).
+            early = min(
+                (
+                    (e.ready_at, self._order.get(uid, (0, "")), uid)
+                    for uid, e in self._entries.items()
+                    if uid not in self._in_flight
+                    and e.rejected
+                    and e.ready_at > now
+                    and self._released(e, now, generation)
+                ),
+                default=None,
+            )
+            if early is None:
+                return None, wait
+            best = (early[1], early[2])
         self._in_flight.add(best[1])
         return best[1], None
+
+    def _released(self, e: _Entry, now: float, generation: int) -> bool:
+        """No longer parked: never parked since, flushed, or a cluster change came."""
+        if e.parked_generation is None or now - e.parked_at >= self.flush_after:
+            return True
+        return not e.unresolvable and generation != e.parked_generation
 
     async def pop(self, generation: Callable[[], int]) -> str:
         while True:

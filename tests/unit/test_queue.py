@@ -208,14 +208,59 @@ def test_unschedulable_waits_for_a_cluster_change(clock: Clock) -> None:
     assert q.next_ready(6)[0] == "a"
 
 
-def test_unschedulable_still_backs_off_after_a_change(clock: Clock) -> None:
+def test_unschedulable_pod_released_by_a_change_is_taken_early_when_nothing_is_active(clock: Clock) -> None:
+    """kube-scheduler's SchedulerPopFromBackoffQ: a pod a change released (a claim was freed) is
+    retried at once when nothing else waits, not after its backoff."""
+    q = queue(clock, initial=1.0, maximum=8.0)
+    q.add("a", 0, "t")
+    for gen in (1, 2, 3, 4):  # four unschedulable attempts: its backoff is 8 s now
+        assert q.next_ready(gen)[0] == "a"
+        q.failed("a", gen, unschedulable=True)
+    assert q.next_ready(4)[0] is None  # parked: nothing changed since its last attempt
+    assert q.next_ready(5) == ("a", None)  # released, backing off, nothing active: taken at once
+    assert q.in_flight() == {"a"}
+
+
+def test_active_pods_go_before_an_early_taken_one(clock: Clock) -> None:
+    q = queue(clock, initial=4.0)
+    q.add("waiting", 10, "t0")  # ranks higher than "new" in the active order
+    q.next_ready(1)
+    q.failed("waiting", 1, unschedulable=True)
+    q.add("new", 0, "t1")
+    assert q.next_ready(2)[0] == "new"  # the active pod first, whatever its rank
+    assert q.next_ready(2)[0] == "waiting"  # then the backing-off one, early
+
+
+def test_early_taking_goes_by_backoff_end_then_rank(clock: Clock) -> None:
+    q = queue(clock, initial=2.0)
+    for uid, prio in (("low", 0), ("high", 5), ("later", 9)):
+        q.add(uid, prio, "t")
+    assert [q.next_ready(1)[0] for _ in range(3)] == ["later", "high", "low"]  # by rank
+    q.failed("low", 1, unschedulable=True)
+    q.failed("high", 1, unschedulable=True)
+    clock.advance(1.0)
+    q.failed("later", 1, unschedulable=True)  # its backoff ends 1 s after the others'
+    assert [q.next_ready(2)[0] for _ in range(3)] == ["high", "low", "later"]
+
+
+def test_a_pod_backing_off_after_an_error_waits_its_backoff_out(clock: Clock) -> None:
     q = queue(clock, initial=1.0)
     q.add("a", 0, "t")
     q.next_ready(5)
-    q.failed("a", 5, unschedulable=True)
+    q.failed("a", 5, unschedulable=False)  # an API error, not a filter: no early retry
     assert q.next_ready(6) == (None, pytest.approx(1.0))
     clock.advance(1.0)
     assert q.next_ready(6)[0] == "a"
+
+
+def test_a_rejected_pod_updated_while_backing_off_is_taken_early(clock: Clock) -> None:
+    """Its own update releases it as a change would (upstream: backoffQ with its rejecting plugins)."""
+    q = queue(clock, initial=4.0)
+    q.add("a", 0, "t")
+    q.next_ready(1)
+    q.failed("a", 1, unschedulable=True)
+    q.add("a", 0, "t")  # the pod changed
+    assert q.next_ready(1) == ("a", None)
 
 
 def test_unschedulable_is_flushed_after_the_interval(clock: Clock) -> None:
@@ -402,13 +447,10 @@ async def test_pop_wakes_a_parked_pod_on_cluster_change(clock: Clock) -> None:
     assert clock.waits[1] == pytest.approx(60.0)
     assert not task.done()
     generation[0] = 2
-    q.cluster_changed()  # released, but its backoff still applies
-    await _settle(q, clock, 3)
-    assert clock.waits[2] == pytest.approx(1.0)
-    assert not task.done()
-    clock.advance(1.0)
+    q.cluster_changed()  # released: backing off still, but nothing else waits, so taken at once
     assert await asyncio.wait_for(task, GUARD) == "a"
-    assert clock.now == pytest.approx(1001.0)
+    assert clock.now == pytest.approx(1000.0)
+    assert len(clock.waits) == 2
 
 
 async def test_pop_flushes_unresolvable_pod_after_the_interval(clock: Clock) -> None:

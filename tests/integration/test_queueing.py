@@ -1,0 +1,82 @@
+"""A pod waiting for a device is retried as soon as the claim holding it is released, not when its
+backoff ends (kube-scheduler's SchedulerPopFromBackoffQ): four one-device pods on a node with two
+devices, under an operator whose backoff (600 s) is far longer than the test may run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from draxr.app import Operator
+from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane
+
+from .embedded import embedded_operator, fast_settings
+from .helpers import eventually, pod
+
+BACKOFF = 600.0
+SCHEDULER = "draxr-long-backoff"
+
+
+@pytest.fixture(scope="module")
+async def long_backoff(control_plane: ControlPlane) -> AsyncIterator[tuple[Kube, Operator]]:
+    settings = fast_settings(
+        kubeconfig=str(control_plane.kubeconfig),
+        scheduler_name=SCHEDULER,
+        leader_elect=False,
+        backoff_initial_seconds=BACKOFF,
+        backoff_max_seconds=BACKOFF,
+        unschedulable_flush_seconds=BACKOFF,
+    )
+    async with embedded_operator(settings) as running:
+        yield running
+
+
+async def test_waiting_pods_are_bound_when_a_claim_is_released_not_after_their_backoff(
+    long_backoff: tuple[Kube, Operator], kube: Kube, namespace: str
+) -> None:
+    fleet = fakedriver.Fleet(
+        prefix=namespace,
+        dra_nodes=1,
+        devices_per_node=2,
+        driver=f"{namespace}.example.com",
+        classes={f"{namespace}-gpu": f"{namespace}.example.com/gpu"},
+    )
+    resource = f"{namespace}.example.com/gpu"
+    names = [f"job-{i}" for i in range(4)]
+    bound: dict[str, float] = {}  # pod -> when the test first saw it bound (monotonic)
+    released: list[float] = []  # when the test saw a claim go
+    most_claims = 0
+    async with fakedriver.deployed(kube, fleet):
+        for name in names:
+            body = pod(name, {resource: "1"}, scheduler=SCHEDULER, annotations={RUN_FOR_ANNOTATION: "2s"})
+            await kube.create(PODS, body, namespace)
+        claims: set[str] = set()
+
+        async def all_succeeded() -> bool:
+            nonlocal claims, most_claims
+            now = time.monotonic()
+            pods = {p["metadata"]["name"]: p for p in await kube.list(PODS, namespace)}
+            current = {c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)}
+            released.extend(now for _ in claims - current)
+            claims = current
+            most_claims = max(most_claims, len(current))
+            for name, p in pods.items():
+                if p["spec"].get("nodeName"):
+                    bound.setdefault(name, now)
+            return all(p["status"].get("phase") == "Succeeded" for p in pods.values())
+
+        await eventually(all_succeeded, timeout=120, interval=0.1)
+
+    assert most_claims <= 2  # never more devices in use than the node has
+    first, later = sorted(bound.values())[:2], sorted(bound.values())[2:]
+    assert len(later) == 2
+    # The two pods that had to wait were unschedulable at least once (both devices were taken), so
+    # their next try had to come from a release: a backoff retry could not come before 600 s.
+    assert released, "no claim release was seen"
+    waits = [t - max(r for r in released if r <= t) for t in later]
+    assert all(w < BACKOFF / 10 for w in waits), waits
+    assert max(first) < min(later)
