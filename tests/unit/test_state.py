@@ -305,6 +305,16 @@ def test_node_upsert_and_remove() -> None:
     assert s.generation > gen
     assert s.nodes["n1"].allocatable["cpu"] == 8000
     assert _usage(s, "n1").pods == 1
+    gen = s.generation
+    beat = node("n1", cpu="8")
+    beat["metadata"]["resourceVersion"] = "99"
+    beat.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t"}]
+    s.upsert_node(beat)  # a status heartbeat: nothing a filter reads changed, no pod is woken
+    assert s.generation == gen
+    tainted = node("n1", cpu="8")
+    tainted["spec"] = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
+    s.upsert_node(tainted)
+    assert s.generation > gen
     s.upsert_slice(gpu_slice("n1", 2))
     assert s.inventory.slices_for_node("n1")
     gen = s.generation

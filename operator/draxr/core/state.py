@@ -186,6 +186,10 @@ class NodeInfo:
     device_plugin_names: frozenset[str]  # extended resources with allocatable > 0
     raw: Mapping[str, Any]  # the node as slim_node keeps it
 
+    def scheduling_properties(self) -> tuple[object, ...]:
+        """What the filters read of a node: a change here may let a waiting pod fit."""
+        return (self.labels_key, self.taints, self.unschedulable, self.allocatable)
+
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> NodeInfo:
         node = slim_node(node)
@@ -386,7 +390,8 @@ class ClusterState:
         info = NodeInfo.from_api(node)
         self.nodes[info.name] = info
         self.usage.setdefault(info.name, NodeUsage())
-        self.generation += 1
+        if old is None or info.scheduling_properties() != old.scheduling_properties():
+            self.generation += 1  # (a status heartbeat changes nothing a filter reads)
 
     def remove_node(self, name: str) -> None:
         self.nodes.pop(name, None)
