@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,7 @@ async def test_waiting_pods_are_bound_when_a_claim_is_released_not_after_their_b
     bound: dict[str, float] = {}  # pod -> when the test first saw it bound (monotonic)
     released: list[float] = []  # when the test saw a claim go
     most_claims = 0
+    at_most: list[dict[str, object]] = []  # the allocated claims when there were most
     async with fakedriver.deployed(kube, fleet):
         for name in names:
             body = pod(name, {resource: "1"}, scheduler=SCHEDULER, annotations={RUN_FOR_ANNOTATION: "2s"})
@@ -60,10 +62,16 @@ async def test_waiting_pods_are_bound_when_a_claim_is_released_not_after_their_b
             nonlocal claims, most_claims
             now = time.monotonic()
             pods = {p["metadata"]["name"]: p for p in await kube.list(PODS, namespace)}
-            current = {c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)}
+            # Allocated claims: a released one may linger deallocated until it is deleted.
+            allocated = [
+                c for c in await kube.list(RESOURCE_CLAIMS, namespace) if (c.get("status") or {}).get("allocation")
+            ]
+            current = {c["metadata"]["name"] for c in allocated}
             released.extend(now for _ in claims - current)
             claims = current
-            most_claims = max(most_claims, len(current))
+            if len(current) > most_claims:
+                most_claims = len(current)
+                at_most[:] = [_summary(c) for c in allocated]
             for name, p in pods.items():
                 if p["spec"].get("nodeName"):
                     bound.setdefault(name, now)
@@ -71,7 +79,7 @@ async def test_waiting_pods_are_bound_when_a_claim_is_released_not_after_their_b
 
         await eventually(all_succeeded, timeout=120, interval=0.1)
 
-    assert most_claims <= 2  # never more devices in use than the node has
+    assert most_claims <= 2, at_most  # never more devices allocated than the node has
     first, later = sorted(bound.values())[:2], sorted(bound.values())[2:]
     assert len(later) == 2
     # The two pods that had to wait were unschedulable at least once (both devices were taken), so
@@ -80,3 +88,13 @@ async def test_waiting_pods_are_bound_when_a_claim_is_released_not_after_their_b
     waits = [t - max(r for r in released if r <= t) for t in later]
     assert all(w < BACKOFF / 10 for w in waits), waits
     assert max(first) < min(later)
+
+
+def _summary(claim: dict[str, Any]) -> dict[str, object]:
+    status = claim.get("status") or {}
+    return {
+        "name": claim["metadata"]["name"],
+        "deleting": bool(claim["metadata"].get("deletionTimestamp")),
+        "devices": [r["device"] for r in status["allocation"]["devices"]["results"]],
+        "reserved": [r.get("name") for r in status.get("reservedFor") or ()],
+    }
