@@ -243,7 +243,7 @@ class RealNode:
         step("stop containerd", lambda: self._stop("containerd", grace))
         step("kill shims", self._kill_shims)
         step("unmount", self._unmount)
-        step("remove cgroups", _remove_cgroups)
+        step("remove cgroups", functools.partial(_remove_cgroups, kill=True))
         step("remove host paths", lambda: _restore(self.host_before))
         if api_up:
             step("delete node objects", self._delete_node_objects)
@@ -336,6 +336,9 @@ class RealNode:
 
     # ---- internals: processes ----------------------------------------------------------------
     def _lock(self) -> None:
+        """One real node per machine (kubelet's device-plugin socket and the /kubepods cgroups are
+        host-global). The lock file names the holder's run directory, so that a node whose process
+        died without its teardown (SIGKILL) is found and stopped by the next one."""
         if self._lock_fd is not None:
             return
         LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -343,25 +346,35 @@ class RealNode:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            holder = Path(LOCK_FILE).read_text().strip()
             os.close(fd)
-            raise RealNodeError(f"another real node runs on this machine ({LOCK_FILE} is locked)") from None
+            raise RealNodeError(f"another real node runs on this machine ({LOCK_FILE}: {holder})") from None
+        previous = os.read(fd, 4096).decode(errors="replace").strip()
         self._lock_fd = fd
+        if previous and Path(previous) != self.run_dir and (Path(previous) / "state.json").exists():
+            print(f"[draxr] stopping the real node left in {previous} (its process died)", file=sys.__stderr__)
+            orphan = RealNode.load(_control_plane_of(Path(previous)), Path(previous))
+            orphan.stop()  # (it holds no lock fd of its own: ours stays held)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(self.run_dir).encode(), 0)
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._lock_fd, 0)
             os.close(self._lock_fd)
             self._lock_fd = None
 
     def _preflight(self) -> None:
-        for tree in CGROUP_TREES:
-            for hierarchy in _hierarchies():
+        for hierarchy in _hierarchies():
+            for tree in CGROUP_TREES:
                 if (hierarchy / tree).exists():
                     # Left by a node whose teardown never ran: empty cgroups go, busy ones stop us.
-                    _remove_cgroups()
+                    _remove_cgroups(kill=False)
                     if (hierarchy / tree).exists():
                         raise RealNodeError(
-                            f"{hierarchy / tree} exists with processes: another kubelet, or a node that was not "
-                            "stopped (python -m draxr_dev.devcluster down)"
+                            f"{hierarchy / tree} exists with processes: another kubelet runs, or a node that "
+                            "was not stopped (python -m draxr_dev.devcluster --dir <its control plane's run dir> down)"
                         )
         for exe in (RUNC, f"{CNI_BIN_DIR}/loopback"):
             if not Path(exe).exists():
@@ -377,6 +390,7 @@ class RealNode:
             "timings": self.timings,
             "host_before": self.host_before,
             "created_class": self.created_class,
+            "control_plane_dir": str(self.control_plane.run_dir),
         }
         (self.run_dir / "state.json").write_text(json.dumps(state, indent=2))
 
@@ -492,6 +506,8 @@ class RealNode:
     # ---- internals: the API ------------------------------------------------------------------
     def _api(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any] | None]:
         cp = self.control_plane
+        if "api" not in cp.ports or not cp.pki.ca_crt.exists():
+            return 0, None  # (an orphan's control plane is gone)
         ctx = ssl.create_default_context(cafile=str(cp.pki.ca_crt))
         ctx.load_cert_chain(str(cp.pki.client_crt("admin")), str(cp.pki.client_key("admin")))
         data = json.dumps(body).encode() if body is not None else None
@@ -711,6 +727,15 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 # ---- host helpers -------------------------------------------------------------------------------
 
 
+def _control_plane_of(node_dir: Path) -> ControlPlane:
+    """The control plane a node's state names, re-attached; a bare one when it is gone."""
+    state = json.loads((node_dir / "state.json").read_text())
+    cp_dir = Path(state.get("control_plane_dir", node_dir.parent))
+    if (cp_dir / "state.json").exists():
+        return ControlPlane.load(cp_dir)
+    return ControlPlane(binaries=Path("/nonexistent"), run_dir=cp_dir)
+
+
 def _proc_status(pid: int) -> dict[str, str]:
     try:
         text = Path(f"/proc/{pid}/status").read_text()
@@ -790,11 +815,14 @@ def _cgroups_left() -> list[str]:
     return [str(d) for d in _cgroup_dirs()]
 
 
-def _remove_cgroups() -> None:
-    for pid in _cgroup_pids():  # only this node's containers live in these trees
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    for _ in range(20):
+def _remove_cgroups(kill: bool) -> None:
+    """rmdir the node's cgroups, deepest first; ``kill``: SIGKILL what runs in them first (only this
+    node's containers live there) and retry while they exit."""
+    if kill:
+        for pid in _cgroup_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for _ in range(20 if kill else 1):
         busy = False
         for d in _cgroup_dirs():
             try:
@@ -807,7 +835,8 @@ def _remove_cgroups() -> None:
                 busy = True
         if not busy:
             return
-        time.sleep(0.2)
+        if kill:
+            time.sleep(0.2)
     left = _cgroups_left()
     if left:
         raise RealNodeError(f"cgroups left: {left[:5]}")
