@@ -38,7 +38,7 @@ def real_node(control_plane: ControlPlane) -> Iterator[RealNode]:
         control_plane=control_plane,
         binaries=binaries,
         run_dir=control_plane.run_dir / "node",
-        options=NodeOptions(devices=DEVICES),
+        options=NodeOptions(devices=DEVICES, device_plugin=True),
     )
     _started.append(node)
     node.start()  # registers node.stop with atexit, for an interrupted session

@@ -8,6 +8,9 @@
 //	DRAXR_DP_DEVICE_<ID>=<id>      (one per device; ID upper-cased, non [A-Z0-9] as "_")
 //
 // Each Allocate is logged as one JSON line on stdout. SIGTERM/SIGINT stop it and remove its socket.
+// Observed with kubelet 1.37.2: kubelet marks the resource's devices unhealthy the moment the plugin's
+// connection goes and reports allocatable 0 with its next node status (3-5 s here); capacity keeps
+// the count until kubelet drops the endpoint after its 5-minute grace (endpointStopGracePeriod).
 package main
 
 import (
