@@ -1,34 +1,18 @@
-"""One real control plane per test run (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-kwok on 127.0.0.1), and a namespace plus unique names per test.
-
-A cold machine builds the binaries on first use (20-40 min, progress on stderr). The tests never skip
-for want of a control plane: if it cannot be built or started, they error.
-"""
+"""The integration tests' own fixtures; the shared ones (``control_plane``, ``kube``, ``names``,
+``namespace``, ``fleet``, ``operator``) are in tests/conftest.py."""
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import os
-import secrets
-import shutil
 import subprocess
-import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from draxr.app import Operator
-from draxr.kube import NAMESPACES, Kube
-from draxr_dev.devcluster import fakedriver
-from draxr_dev.devcluster.binaries import ensure_binaries
-from draxr_dev.devcluster.controlplane import ControlPlane, Options
+from draxr_dev.devcluster.controlplane import ControlPlane
 
+from ..conftest import unique as unique  # (test_faultproxy.py imports it from here)
 from . import manifests
-from .clusters import service_account_dir
-from .embedded import embedded_operator, fast_settings
 from .helpers import install
 
 
@@ -40,102 +24,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    binaries = ensure_binaries()
-    run_dir = Path(tempfile.mkdtemp(prefix="draxr-cp."))
-    cp = ControlPlane(binaries=binaries, run_dir=run_dir, options=Options(scheduler=True, kwok=True))
-    atexit.register(cp.stop)  # also on an interrupted session
-    cp.start()
-    print(f"\n[draxr] control plane up in {cp.timings['total']:.1f}s: {cp.api_url} ({run_dir})", file=sys.__stderr__)
-    try:
-        yield cp
-    finally:
-        rss = cp.rss_mib()
-        cp.stop()
-        summary = ", ".join(f"{k}={v:.0f}MiB" for k, v in sorted(rss.items()) if k.endswith(".peak"))
-        print(f"\n[draxr] control plane peak memory: {summary}", file=sys.__stderr__)
-        if request.session.testsfailed or os.environ.get("DRAXR_KEEP_RUN_DIR"):
-            print(f"[draxr] logs kept in {run_dir}", file=sys.__stderr__)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-async def kube(control_plane: ControlPlane) -> AsyncIterator[Kube]:
-    async with await Kube.from_kubeconfig(control_plane.kubeconfig) as k:
-        yield k
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"
-
-
-@pytest.fixture
-def names(request: pytest.FixtureRequest) -> str:
-    """A short unique stem for the cluster-scoped objects of one test."""
-    stem = request.node.name.removeprefix("test_").replace("_", "-").lower()[:20].strip("-")
-    return unique(stem)
-
-
-@pytest.fixture
-async def namespace(kube: Kube, names: str) -> AsyncIterator[str]:
-    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
-    yield names
-    await kube.delete_if_exists(NAMESPACES, names)
-
-
-@pytest.fixture
-async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
-    """Two DRA nodes with 4 devices each, one DeviceClass per test, all with unique names."""
-    f = fakedriver.Fleet(
-        prefix=names,
-        dra_nodes=2,
-        devices_per_node=4,
-        driver=f"{names}.example.com",
-        classes={f"{names}-gpu": f"{names}.example.com/gpu"},
-    )
-    objs = f.manifests()
-    await fakedriver.apply(kube, objs)
-    yield f
-    await fakedriver.delete(kube, objs)
-
-
-@pytest.fixture(scope="session")
 def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProcess[str]]:
     """The install on the session control plane, shared by the modules that need it (HA test too),
     removed at the end of the session."""
     out = install(control_plane)
     yield out
     manifests.delete(control_plane)
-
-
-@pytest.fixture(scope="session")
-async def operator(
-    control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Operator]:
-    """draxr embedded in the test process (scheduler name "draxr") as the Deployment's pod runs it:
-    in-cluster configuration with the token of the manifests' ServiceAccount, so every scenario
-    exercises the least-privilege RBAC of manifests/ (and its leader-election Lease)."""
-    applied = await asyncio.to_thread(manifests.apply, control_plane)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    into = tmp_path_factory.mktemp("serviceaccount") / "sa"
-    sa_dir = await service_account_dir(kube, control_plane, "draxr-system", "draxr", into, seconds=7200)
-    os.environ["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"  # read by the in-cluster loader only
-    os.environ["KUBERNETES_SERVICE_PORT"] = str(control_plane.ports["api"])
-    settings = fast_settings(
-        kubeconfig=None,
-        serviceaccount_dir=str(sa_dir),
-        leader_election_namespace="draxr-system",
-        backoff_max_seconds=5,
-        unschedulable_flush_seconds=10,
-        release_sweep_seconds=5,
-        # The admission webhook on loopback; the installed MutatingWebhookConfiguration calls it by url.
-        bind_address="127.0.0.1",
-        webhook_port=manifests.WEBHOOK_PORT,
-        webhook_namespace="draxr-system",
-        webhook_extra_hosts="127.0.0.1",
-        webhook_cert_check_seconds=1,
-        webhook_rotation_grace_seconds=2,
-    )
-    async with embedded_operator(settings) as (_, op):
-        yield op

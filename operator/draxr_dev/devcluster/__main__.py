@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import sys
@@ -12,8 +13,9 @@ from pathlib import Path
 from draxr.kube import Kube
 
 from . import fakedriver
-from .binaries import REPO_ROOT, ensure_binaries
+from .binaries import REPO_ROOT, ensure_binaries, ensure_node_binaries
 from .controlplane import ControlPlane, Options
+from .realnode import NodeOptions, RealNode
 
 DEFAULT_DIR = Path(os.environ.get("DRAXR_DEV_DIR", REPO_ROOT / ".dev"))
 
@@ -51,11 +53,27 @@ def cmd_up(args: argparse.Namespace) -> int:
             return 1
         cp.stop()
     binaries = ensure_binaries()
-    opts = Options(scheduler=args.scheduler, kwok=True, feature_gates=args.feature_gates)
+    node_binaries = ensure_node_binaries() if args.real_node else None
+    opts = Options(scheduler=args.scheduler, kwok=True, feature_gates=args.feature_gates, real_node=args.real_node)
     cp = ControlPlane(binaries=binaries, run_dir=run_dir, options=opts)
     cp.start()
     print(cp.describe())
     print("start-up timings (s): " + ", ".join(f"{k}={v:.1f}" for k, v in cp.timings.items()))
+    if node_binaries is not None:
+        node = RealNode(
+            control_plane=cp,
+            binaries=node_binaries,
+            run_dir=_node_dir(run_dir),
+            options=NodeOptions(devices=args.real_node_devices, device_plugin=args.device_plugin),
+        )
+        try:
+            node.start()
+        except BaseException:
+            cp.stop()
+            raise
+        atexit.unregister(node.stop)  # `down` stops it
+        print(node.describe())
+        print("real node timings (s): " + ", ".join(f"{k}={v:.1f}" for k, v in node.timings.items()))
     if args.nodes or args.device_plugin_nodes:
         asyncio.run(_apply_fleet(cp.kubeconfig, _fleet(args), wait=True))
     print(f"\nexport KUBECONFIG={cp.kubeconfig}")
@@ -63,12 +81,29 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _node_dir(run_dir: Path) -> Path:
+    return run_dir / "node"
+
+
+def _stop_node(cp: ControlPlane, run_dir: Path) -> list[str]:
+    """Stop the real node of this dev cluster, if one was started; returns what it stopped."""
+    if not (_node_dir(run_dir) / "state.json").exists():
+        return []
+    node = RealNode.load(cp, _node_dir(run_dir))
+    running = [f"real node {name}" for name, alive in node.alive().items() if alive]
+    problems = node.stop()
+    if problems:
+        print("real node teardown left: " + "; ".join(problems), file=sys.stderr)
+    return running
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     if not (args.dir / "state.json").exists():
         print(f"no dev cluster in {args.dir}")
         return 0
     cp = ControlPlane.load(args.dir)
-    running = [name for name, alive in cp.alive().items() if alive]
+    running = _stop_node(cp, args.dir)
+    running += [name for name, alive in cp.alive().items() if alive]
     cp.stop()
     print(f"stopped {', '.join(running) or 'nothing (no component was running)'}; logs kept in {args.dir}")
     return 0
@@ -80,11 +115,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     cp = ControlPlane.load(args.dir)
     print(cp.describe())
-    for name, ok in cp.alive().items():
+    alive = cp.alive()
+    rss = cp.rss_mib()
+    if (_node_dir(args.dir) / "state.json").exists():
+        node = RealNode.load(cp, _node_dir(args.dir))
+        print(node.describe())
+        alive.update({f"node/{k}": v for k, v in node.alive().items()})
+        rss.update({f"node/{k}": v for k, v in node.rss_mib().items()})
+    for name, ok in alive.items():
         print(f"{name:<24} {'running' if ok else 'NOT RUNNING'}")
-    for k, v in cp.rss_mib().items():
+    for k, v in rss.items():
         print(f"{k:<30} {v:8.1f} MiB")
-    return 0 if all(cp.alive().values()) else 1
+    return 0 if all(alive.values()) else 1
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -124,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the control plane (and kwok) and create fake GPU nodes")
     up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
     up.add_argument("--feature-gates", default="", help="e.g. DRAExtendedResource=true on 1.34/1.35")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run a real node 'localhost' (containerd, kubelet, a DRA kubelet plugin; needs root)",
+    )
+    up.add_argument("--real-node-devices", type=int, default=4, help="its DRA devices (default: %(default)s)")
+    up.add_argument("--device-plugin", action="store_true", help="the real node also runs our device plugin")
     fleet_args(up, nodes=3)
     up.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop every component by PID").set_defaults(func=cmd_down)

@@ -35,3 +35,38 @@ def ensure_binaries(k8s_version: str | None = None) -> Path:
     if missing:
         raise RuntimeError(f"control-plane binaries missing in {out}: {', '.join(missing)}")
     return out
+
+
+NODE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-node.sh"
+NODE_REQUIRED = (
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "kubelet",
+    "draxr-draplugin",
+    "draxr-deviceplugin",
+    "draxr-pause",
+    "images/busybox.tar",
+    "images/pause.tar",
+)
+
+
+def ensure_node_binaries() -> Path:
+    """The directory of what a real node runs (hack/build-node.sh: containerd, kubelet, our plugins,
+    the image tars), built first when the cache is cold; ``DRAXR_NODE_BIN_DIR`` names a ready one.
+    The build script also installs the Debian packages the node needs (runc, CNI plugins)."""
+    preset = os.environ.get("DRAXR_NODE_BIN_DIR")
+    if preset:
+        out = Path(preset)
+    else:
+        print(f"[draxr] ensuring real-node binaries via {NODE_BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
+        proc = subprocess.run(
+            ["bash", str(NODE_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the real node failed (exit {proc.returncode}); see the log above")
+        out = Path(proc.stdout.strip().splitlines()[-1])
+    missing = [b for b in NODE_REQUIRED if not (out / b).is_file()]
+    if missing:
+        raise RuntimeError(f"real-node binaries missing in {out}: {', '.join(missing)}")
+    return out

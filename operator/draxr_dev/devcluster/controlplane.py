@@ -35,6 +35,13 @@ CLIENTS: dict[str, tuple[str, str | None]] = {
     "kube-controller-manager": ("system:kube-controller-manager", None),
     "kube-scheduler": ("system:kube-scheduler", None),
 }
+# A real node (realnode.py) is named "localhost", so that kube-apiserver reaches its kubelet over
+# loopback by the Hostname address; it authenticates as that node, kube-apiserver to it by its own cert.
+REAL_NODE_NAME = "localhost"
+REAL_NODE_CLIENTS: dict[str, tuple[str, str | None]] = {
+    f"node-{REAL_NODE_NAME}": (f"system:node:{REAL_NODE_NAME}", "system:nodes"),
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", "system:masters"),
+}
 
 KWOK_SUCCEED_STAGE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -94,7 +101,11 @@ class Options:
     """What to run. ``kcm_controllers`` is KCM's ``--controllers`` value; ``feature_gates`` is passed
     to every component (needed for DRAExtendedResource on 1.34/1.35 only). ``scheduler_qps`` and
     ``scheduler_burst`` are kube-scheduler's client rate limit (its clientConnection);
-    ``apiserver_extra_args`` are appended to kube-apiserver's flags (the benchmark's audit log)."""
+    ``apiserver_extra_args`` are appended to kube-apiserver's flags (the benchmark's audit log).
+    ``real_node`` prepares for ``realnode.RealNode``: a client certificate and kubeconfig for node
+    ``localhost`` (``system:node:localhost``, ``system:nodes``), and kube-apiserver reaching kubelets by
+    their Hostname address with a client certificate of its own, checking their serving certs
+    against the cluster CA."""
 
     scheduler: bool = False
     kwok: bool = True
@@ -105,6 +116,7 @@ class Options:
     scheduler_qps: float = 200
     scheduler_burst: int = 400
     apiserver_extra_args: tuple[str, ...] = ()
+    real_node: bool = False  # room for a real kubelet (realnode.py): its identity, kubelet address by Hostname
 
 
 @dataclass
@@ -118,6 +130,11 @@ class ControlPlane:
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     # ---- paths -------------------------------------------------------------------------------
+    @property
+    def clients(self) -> dict[str, tuple[str, str | None]]:
+        """The client identities whose certificates and kubeconfigs this control plane writes."""
+        return {**CLIENTS, **(REAL_NODE_CLIENTS if self.options.real_node else {})}
+
     @property
     def pki(self) -> Pki:
         return Pki(self.run_dir / "pki")
@@ -161,9 +178,9 @@ class ControlPlane:
         t0 = time.monotonic()
         # A fresh cluster every time: stale etcd data would bring back old objects and leases.
         shutil.rmtree(self.run_dir / "etcd-data", ignore_errors=True)
-        make_pki(self.run_dir / "pki", CLIENTS)
+        make_pki(self.run_dir / "pki", self.clients)
         self.ports = {k: free_port() for k in ("etcd", "etcd_peer", "api", "kcm", "scheduler", "kwok")}
-        for client in CLIENTS:
+        for client in self.clients:
             self._write_kubeconfig(client)
         self.timings["pki"] = time.monotonic() - t0
 
@@ -372,6 +389,17 @@ class ControlPlane:
             "--log-level=warn",
         ]
 
+    def _kubelet_client_args(self) -> list[str]:
+        if not self.options.real_node:
+            return []
+        p = self.pki
+        return [
+            "--kubelet-preferred-address-types=Hostname",
+            f"--kubelet-certificate-authority={p.ca_crt}",
+            f"--kubelet-client-certificate={p.client_crt('apiserver-kubelet-client')}",
+            f"--kubelet-client-key={p.client_key('apiserver-kubelet-client')}",
+        ]
+
     def _apiserver_argv(self) -> list[str]:
         p = self.pki
         return [
@@ -397,6 +425,7 @@ class ControlPlane:
             "--max-mutating-requests-inflight=400",
             "--v=1",
             *self._gates(),
+            *self._kubelet_client_args(),
             *self.options.apiserver_extra_args,
         ]
 

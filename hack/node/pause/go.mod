@@ -1,0 +1,3 @@
+module draxr.dev/hack/node/pause
+
+go 1.26.0
