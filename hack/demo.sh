@@ -3,8 +3,11 @@
 # kwok) on 127.0.0.1 with fake GPU nodes, the draxr operator with its admission webhook, a sample Job
 # asking for example.com/gpu the device-plugin way (schedulerName: draxr), and an unmodified
 # Deployment in a namespace labelled draxr.io/enabled=true.
-#   bash hack/demo.sh        bring it up and run the workload (first run builds the binaries)
-#   bash hack/demo.sh down   stop the operator and every control-plane process by PID
+#   bash hack/demo.sh              bring it up and run the workload (first run builds the binaries)
+#   bash hack/demo.sh --real-node  the same control plane with a real node instead (root): kubelet,
+#                                  containerd and a DRA kubelet plugin; a pod's containers print
+#                                  the devices draxr gave them (first run builds them, ~4 minutes)
+#   bash hack/demo.sh down         stop the operator, the real node and every control-plane process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=${DRAXR_DEV_DIR:-$PWD/.dev}
@@ -26,6 +29,9 @@ bash hack/setup.sh
 BIN=$(bash hack/build-control-plane.sh | tail -n 1)
 export DRAXR_BIN_DIR="$BIN"
 stop_operator
+if [ "${1:-}" = "--real-node" ]; then
+  exec bash hack/demo-real-node.sh
+fi
 .venv/bin/python -m draxr_dev.devcluster --dir "$DEV" down >/dev/null
 .venv/bin/python -m draxr_dev.devcluster --dir "$DEV" up --scheduler --nodes 3 --devices 8 --device-plugin-nodes 1 \
   --implicit-class gpu-any.example.com

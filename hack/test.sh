@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: sets up .venv, builds (or reuses) the control-plane binaries, runs ruff, mypy and pytest
-# (unit and integration against a real etcd + kube-apiserver + kube-controller-manager + kwok).
+# (unit and integration against a real etcd + kube-apiserver + kube-controller-manager + kwok, and the
+# real-node tests: pods run by kubelet + containerd with a DRA kubelet plugin).
 # Extra arguments go to pytest, e.g. hack/test.sh tests/unit -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,21 +9,29 @@ bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
 # clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
 # elsewhere) counts as needing the control plane; no argument at all means the whole suite.
-needs_cp=1 needs_135=1
+needs_cp=1 needs_135=1 needs_node=1
 if [ $# -gt 0 ]; then
-  needs_cp=0 needs_135=0
+  needs_cp=0 needs_135=0 needs_node=0
   for arg in "$@"; do
     case "$arg" in
       -*|tests/unit|tests/unit/*) ;;
       *) needs_cp=1 ;;
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
+    case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
   done
 fi
 if [ "$needs_cp" = 1 ]; then
   DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
   export DRAXR_BIN_DIR
   echo "[test] control-plane binaries: $DRAXR_BIN_DIR" >&2
+fi
+if [ "$needs_node" = 1 ]; then
+  # The real node (tests/realnode): containerd, kubelet, our DRA and device plugins, the images;
+  # root, and Debian's runc, CNI plugins and busybox-static (installed when missing).
+  DRAXR_NODE_BIN_DIR=$(bash hack/build-node.sh | tail -n 1)
+  export DRAXR_NODE_BIN_DIR
+  echo "[test] real-node binaries: $DRAXR_NODE_BIN_DIR" >&2
 fi
 if [ "$needs_135" = 1 ]; then
   # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.

@@ -218,6 +218,23 @@ class RealNode:
             self._create_device_class()
         self._save_state()
 
+    def restart_kubelet(self, timeout: float = 120.0) -> None:
+        """Stop kubelet (SIGTERM) and start it again with the same configuration; returns once the
+        node is Ready again. Containers, the plugins and containerd keep running meanwhile."""
+        self._stop("kubelet", grace=20.0)
+        assert not self._kubelet_healthy()
+        self._spawn("kubelet", self._kubelet_argv())
+        self._wait("kubelet", self._kubelet_healthy, timeout, what="kubelet's /healthz after a restart")
+        self._wait("kubelet", self._node_ready, timeout, what=f"node {self.name} Ready after a kubelet restart")
+
+    def _kubelet_healthy(self) -> bool:
+        url = f"http://{LOOPBACK}:{self.ports['kubelet_healthz']}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
     def stop(self, grace: float = 20.0) -> list[str]:
         """Tear everything down; idempotent (a second call, or one after a failed start, does what is
         left). Returns what could not be cleaned (also printed to stderr), empty when all went."""
