@@ -206,17 +206,33 @@ class RealNode:
         self._wait("draplugin", self._slice_published, timeout, what=f"the ResourceSlice of {self.options.driver}")
         self.timings["slice_published"] = time.monotonic() - t0
         if self.options.device_plugin:
-            self._spawn("deviceplugin", self._deviceplugin_argv())
-            self._wait(
-                "deviceplugin",
-                lambda: self.allocatable(self.options.device_plugin_resource) == self.options.device_plugin_devices,
-                timeout,
-                what=f"allocatable {self.options.device_plugin_resource}",
-            )
+            self.start_device_plugin(timeout)
             self.timings["device_plugin_ready"] = time.monotonic() - t0
         if self.options.device_class:
             self._create_device_class()
         self._save_state()
+
+    def start_device_plugin(self, timeout: float = 120.0) -> None:
+        """Start the device plugin; returns once the node's allocatable shows its devices."""
+        self._spawn("deviceplugin", self._deviceplugin_argv())
+        self._wait(
+            "deviceplugin",
+            lambda: self.allocatable(self.options.device_plugin_resource) == self.options.device_plugin_devices,
+            timeout,
+            what=f"allocatable {self.options.device_plugin_resource}",
+        )
+
+    def stop_device_plugin(self, timeout: float = 120.0) -> None:
+        """Stop the device plugin (SIGTERM); returns once kubelet reports allocatable 0 for it
+        (its next node status; the capacity stays until kubelet's 5-minute endpoint grace)."""
+        self._stop("deviceplugin", grace=10.0)
+        deadline = time.monotonic() + timeout
+        while self.allocatable(self.options.device_plugin_resource) != 0:
+            if time.monotonic() > deadline:
+                raise RealNodeError(
+                    f"allocatable {self.options.device_plugin_resource} still not 0 after {timeout:.0f}s"
+                )
+            time.sleep(0.5)
 
     def restart_kubelet(self, timeout: float = 120.0) -> None:
         """Stop kubelet (SIGTERM) and start it again with the same configuration; returns once the
