@@ -168,6 +168,7 @@ class Informer:
             self._absent_since = time.monotonic()
             log.info("kind not served, waiting for it", watch=self.name, poll_seconds=self.absent_poll_seconds)
         self.phase = Phase.ABSENT
+        self._progressed()  # the server answered: not served
         self.resource_version = None
         self._reconcile(set())  # a CRD deleted: so are its objects
         self.synced.set()
@@ -175,8 +176,10 @@ class Informer:
 
     # ---- listing -----------------------------------------------------------------------------------
     async def _relist(self, reason: str) -> None:
-        self.phase = Phase.LISTING
-        if self._absent_since is None:  # (a poll for a kind that is not served is neither)
+        # A poll for a kind that is not served is no re-list, and it stays ABSENT meanwhile: a
+        # slow answer under load must not read as a watch without progress (liveness).
+        if self._absent_since is None:
+            self.phase = Phase.LISTING
             metrics.WATCH_RELISTS.labels(watch=self.name, reason=reason).inc()
             log.info("listing", watch=self.name, reason=reason, streaming=self.streaming_list is not False)
         if self.streaming_list is not False and not self._pages_next:

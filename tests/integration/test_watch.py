@@ -112,13 +112,29 @@ async def _absent(rec: Recorder, name: str) -> bool:
     return name not in rec.objects
 
 
-async def test_an_optional_kind_that_is_not_served_is_synced_and_not_stale(kube: Kube) -> None:
+async def test_an_optional_kind_that_is_not_served_is_synced_and_not_stale(
+    kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = Resource("nothing.draxr.io", "v1", "widgets", False)
+    original = kube.stream
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:  # an API server under load answers late
+        await asyncio.sleep(0.15)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(kube, "stream", slow)
     rec = Recorder("")
     inf = Informer(Target("widgets", missing, rec.upsert, rec.delete, optional=True), kube, absent_poll_seconds=0.2)
     async with running(inf):
         assert inf.phase is Phase.ABSENT
         assert inf.idle_for() == 0.0
+        # Polled every 0.2 s: between and during the polls it stays ABSENT with no idle time (a
+        # poll once read as a listing without progress, and /healthz failed after 180 s).
+        samples = []
+        for _ in range(60):
+            await asyncio.sleep(0.05)
+            samples.append((inf.phase, inf.idle_for()))
+        assert set(samples) == {(Phase.ABSENT, 0.0)}
 
 
 async def test_a_required_kind_that_is_not_served_is_an_error_not_a_silent_wait(kube: Kube) -> None:
