@@ -44,3 +44,21 @@ async def embedded_operator(settings: Settings) -> AsyncIterator[tuple[Kube, Ope
         await asyncio.wait_for(task, 60)
         await mine.close()
         await kube.close()
+
+
+@contextlib.asynccontextmanager
+async def long_backoff_operator(
+    kubeconfig: str, scheduler_name: str, backoff: float
+) -> AsyncIterator[tuple[Kube, Operator]]:
+    """An operator of its own scheduler name whose every backoff and flush lasts ``backoff``: a pod
+    it retries within the test was moved by an event, not by a timer."""
+    settings = fast_settings(
+        kubeconfig=kubeconfig,
+        scheduler_name=scheduler_name,
+        leader_elect=False,
+        backoff_initial_seconds=backoff,
+        backoff_max_seconds=backoff,
+        unschedulable_flush_seconds=backoff,
+    )
+    async with embedded_operator(settings) as running:
+        yield running

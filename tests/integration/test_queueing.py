@@ -15,7 +15,7 @@ from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane
 
-from .embedded import embedded_operator, fast_settings
+from .embedded import long_backoff_operator
 from .helpers import eventually, pod
 
 BACKOFF = 600.0
@@ -24,15 +24,7 @@ SCHEDULER = "draxr-long-backoff"
 
 @pytest.fixture(scope="module")
 async def long_backoff(control_plane: ControlPlane) -> AsyncIterator[tuple[Kube, Operator]]:
-    settings = fast_settings(
-        kubeconfig=str(control_plane.kubeconfig),
-        scheduler_name=SCHEDULER,
-        leader_elect=False,
-        backoff_initial_seconds=BACKOFF,
-        backoff_max_seconds=BACKOFF,
-        unschedulable_flush_seconds=BACKOFF,
-    )
-    async with embedded_operator(settings) as running:
+    async with long_backoff_operator(str(control_plane.kubeconfig), SCHEDULER, BACKOFF) as running:
         yield running
 
 

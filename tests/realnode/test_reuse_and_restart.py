@@ -23,7 +23,7 @@ from draxr_dev.devcluster import realnode
 from draxr_dev.devcluster.controlplane import ControlPlane
 from draxr_dev.devcluster.realnode import RealNode
 
-from ..integration.embedded import embedded_operator, fast_settings
+from ..integration.embedded import long_backoff_operator
 from ..integration.helpers import bound_with_status, eventually
 from .test_kubelet_runs_pods import container, node_pod
 
@@ -37,15 +37,7 @@ JSON = dict[str, Any]
 
 @pytest.fixture(scope="module")
 async def long_backoff(control_plane: ControlPlane) -> AsyncIterator[tuple[Kube, Operator]]:
-    settings = fast_settings(
-        kubeconfig=str(control_plane.kubeconfig),
-        scheduler_name=SCHEDULER,
-        leader_elect=False,
-        backoff_initial_seconds=BACKOFF,
-        backoff_max_seconds=BACKOFF,
-        unschedulable_flush_seconds=BACKOFF,
-    )
-    async with embedded_operator(settings) as running:
+    async with long_backoff_operator(str(control_plane.kubeconfig), SCHEDULER, BACKOFF) as running:
         yield running
 
 

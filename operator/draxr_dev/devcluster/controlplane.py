@@ -256,14 +256,7 @@ class ControlPlane:
         return {name: _pid_is(pid, self.binaries) for name, pid in self.pids.items()}
 
     def rss_mib(self) -> dict[str, float]:
-        """Resident memory (VmRSS) and peak (VmHWM) of each component, in MiB."""
-        out: dict[str, float] = {}
-        for name, pid in self.pids.items():
-            status = _proc_status(pid)
-            for key, label in (("VmRSS", "rss"), ("VmHWM", "peak")):
-                if key in status:
-                    out[f"{name}.{label}"] = int(status[key].split()[0]) / 1024
-        return out
+        return rss_mib(self.pids)
 
     def describe(self) -> str:
         lines = [
@@ -520,12 +513,24 @@ def _http_ok(url: str, insecure: bool = False) -> bool:
         return False
 
 
-def _proc_status(pid: int) -> dict[str, str]:
+def proc_status(pid: int) -> dict[str, str]:
+    """/proc/<pid>/status as a dict ({} when the process is gone)."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return {}
     return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+def rss_mib(pids: dict[str, int]) -> dict[str, float]:
+    """Resident memory (VmRSS) and peak (VmHWM) of each named process, in MiB."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        status = proc_status(pid)
+        for key, label in (("VmRSS", "rss"), ("VmHWM", "peak")):
+            if key in status:
+                out[f"{name}.{label}"] = int(status[key].split()[0]) / 1024
+    return out
 
 
 def _pid_is(pid: int, binaries: Path) -> bool:
@@ -534,7 +539,7 @@ def _pid_is(pid: int, binaries: Path) -> bool:
         argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    state = _proc_status(pid).get("State", "")
+    state = proc_status(pid).get("State", "")
     return argv0.startswith(str(binaries)) and not state.startswith("Z")
 
 

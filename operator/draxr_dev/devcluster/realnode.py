@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ociimage
-from .controlplane import LOOPBACK, REAL_NODE_NAME, ControlPlane, free_port
+from .controlplane import LOOPBACK, REAL_NODE_NAME, ControlPlane, free_port, proc_status, rss_mib
 from .pki import issue_serving_cert
 
 DRIVER = "gpu.draxr.dev"
@@ -312,13 +312,7 @@ class RealNode:
         return {name: _alive(pid) for name, pid in self.pids.items()}
 
     def rss_mib(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, pid in self.pids.items():
-            status = _proc_status(pid)
-            for key, label in (("VmRSS", "rss"), ("VmHWM", "peak")):
-                if key in status:
-                    out[f"{name}.{label}"] = int(status[key].split()[0]) / 1024
-        return out
+        return rss_mib(self.pids)
 
     def plugin_events(self, name: str = "draplugin") -> list[dict[str, Any]]:
         """The JSON lines the DRA plugin (or ``deviceplugin``) logged: prepare/unprepare (allocate)."""
@@ -769,16 +763,8 @@ def _control_plane_of(node_dir: Path) -> ControlPlane:
     return ControlPlane(binaries=Path("/nonexistent"), run_dir=cp_dir)
 
 
-def _proc_status(pid: int) -> dict[str, str]:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return {}
-    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-
-
 def _alive(pid: int) -> bool:
-    state = _proc_status(pid).get("State", "")
+    state = proc_status(pid).get("State", "")
     return bool(state) and not state.startswith("Z")
 
 
