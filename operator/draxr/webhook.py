@@ -76,8 +76,11 @@ def review_response(
         return out
     verdict = admission_verdict(pod, mapping)
     if not verdict.steer:
-        metrics.WEBHOOK_ADMISSIONS.labels(result="unchanged").inc()
-        log.debug("pod admitted unchanged", pod=who, why=verdict.reason)
+        metrics.WEBHOOK_ADMISSIONS.labels(result=verdict.result).inc()
+        if verdict.unsupported:  # an admin wants to know which pods draxr could not take, and why
+            log.info("pod admitted unchanged", pod=who, unsupported=list(verdict.unsupported), why=verdict.reason)
+        else:
+            log.debug("pod admitted unchanged", pod=who, why=verdict.reason)
         return out
     patch = steering_patch(pod, scheduler_name, verdict.reason)
     response["patchType"] = "JSONPatch"

@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 import yaml
 from cryptography import x509
+from prometheus_client import REGISTRY
 
 from draxr.app import Operator
 from draxr.core import certs
@@ -220,6 +221,44 @@ async def test_pods_naming_a_scheduler_or_asking_for_device_plugin_resources_are
             assert created[name]["spec"]["schedulerName"] == "default-scheduler", name
             assert STEERED_ANNOTATION not in (created[name]["metadata"].get("annotations") or {}), name
         assert steered(created["mapped"])
+
+
+def _admissions(result: str) -> float:
+    return REGISTRY.get_sample_value("draxr_webhook_admissions_total", {"result": result}) or 0.0
+
+
+async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_runs(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    """Never strand a pod: a Deployment with topology spread asks for a mapped resource, but draxr
+    cannot place spread pods yet, so the webhook admits its pod unchanged (counted and logged as
+    "unsupported") and kube-scheduler binds it onto a DRA node."""
+    resource = await mapped(webhook_ready, fleet)
+    before = _admissions("unsupported")
+    spread = deployment("spread", resource, replicas=1)
+    spread["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "spread"}},
+        }
+    ]
+    async with labelled_namespace(kube, f"{names}-unsup", ENABLED) as ns:
+        await kube.create(DEPLOYMENTS, spread, ns)
+
+        async def bound() -> dict[str, Any] | None:
+            items = await kube.list(PODS, ns, labelSelector="app=spread")
+            return items[0] if items and items[0]["spec"].get("nodeName") else None
+
+        p = await eventually(bound, timeout=90)
+        assert p["spec"]["schedulerName"] == "default-scheduler"
+        assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
+        assert p["spec"]["nodeName"] in fleet.node_names()  # kube-scheduler gave it a device
+        assert _admissions("unsupported") == before + 1
+        # The control, in the same namespace: the same pod without the spread is steered.
+        plain = await kube.create(PODS, bare_pod("plain", {resource: "1"}), ns)
+        assert steered(plain)
 
 
 async def dry_run(kube: Kube, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -401,9 +401,9 @@ def test_least_allocated_spreads_and_most_allocated_packs() -> None:
     most = decided(run(s, p, scoring=Scoring.MOST_ALLOCATED))
     assert least.node == "idle"
     assert most.node == "busy"
-    # Scores on the 0..100 scale, cpu and memory weighted equally (upstream rounds to integers).
-    assert abs(least.score - 50 * ((1 - 1 / 8) + (1 - 1 / 32))) <= 1  # idle after placement
-    assert abs(most.score - 50 * (5 / 8 + 17 / 32)) <= 1  # busy after placement
+    # Scores on the 0..100 scale, cpu and memory weighted equally, in upstream's integer maths.
+    assert least.scores["NodeResourcesFit"] == (7000 * 100 // 8000 + 31 * 100 // 32) // 2  # idle after placement
+    assert most.scores["NodeResourcesFit"] == (5000 * 100 // 8000 + 17 * 100 // 32) // 2  # busy after placement
 
 
 def test_best_effort_pods_spread_by_default_requests() -> None:
@@ -769,7 +769,8 @@ def test_device_scoring_packs_small_requests_so_a_whole_node_stays_free() -> Non
     sizes = [1, 1, 1, 1, 4]  # four small pods, then one that needs a whole 4-device node
     spread = _place_all(cluster({"a": 4, "b": 4}), sizes, device_scoring=None)
     packed = _place_all(cluster({"a": 4, "b": 4}), sizes, device_scoring=Scoring.MOST_ALLOCATED)
-    assert spread[:4] == ["a", "b", "a", "b"]  # cpu/memory only: best-effort pods spread by count
+    # cpu/memory only: best-effort pods spread (upstream's integer scores tie from the third on)
+    assert spread[:3] == ["a", "b", "a"]
     assert spread[4] == ""  # no node has 4 free devices left
     assert packed == ["a", "a", "a", "a", "b"]
     least = _place_all(cluster({"a": 4, "b": 4}), [1, 1], device_scoring=Scoring.LEAST_ALLOCATED)

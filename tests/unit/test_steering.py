@@ -155,3 +155,37 @@ def test_steer_iff_default_scheduler_and_a_mapped_nonzero_request(
     mapped = any(int(v) > 0 and k in MAPPING for k, v in requests.items())
     expected = mapped and scheduler in (None, "default-scheduler")
     assert admission_verdict(pod(requests, scheduler=scheduler), MAPPING).steer is expected
+
+
+SPREAD = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+PVC = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"topologySpreadConstraints": SPREAD}, "spec.topologySpreadConstraints"),
+        ({"affinity": ANTI}, "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+        ({"volumes": PVC}, "spec.volumes"),
+        ({"resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
+    ],
+)
+def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted(
+    extra: dict[str, Any], field: str
+) -> None:
+    verdict = admission_verdict(pod({"example.com/gpu": "1"}, **extra), MAPPING)
+    assert (verdict.steer, verdict.result) == (False, "unsupported")
+    assert any(u.startswith(field) for u in verdict.unsupported), verdict.unsupported
+    assert field in verdict.reason
+    assert "example.com/gpu -> DeviceClass gpu.example.com" in verdict.reason
+    assert not adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, **extra), MAPPING)
+
+
+def test_unsupported_is_only_reported_for_pods_that_would_otherwise_be_steered() -> None:
+    # a device-plugin pod with a spread is just "unchanged": draxr would not have taken it anyway
+    verdict = admission_verdict(pod({"nvidia.com/gpu": "1"}, topologySpreadConstraints=SPREAD), MAPPING)
+    assert (verdict.steer, verdict.result, verdict.unsupported) == (False, "unchanged", ())
+    # a preferred pod affinity only ranks nodes: it never makes a pod unplaceable, so it is steered
+    preferred = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert admission_verdict(pod({"example.com/gpu": "1"}, affinity=preferred), MAPPING).result == "steered"

@@ -14,11 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
-from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.cycle import PodCycle, node_affinity_matches, prepare, score_nodes, weighted_total
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.pod_view import PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
-from draxr.core.state import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.scores import resource_fit_score
+from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
 _FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")
@@ -32,11 +33,12 @@ class Scoring(StrEnum):
 @dataclass(frozen=True)
 class Decision:
     node: str
-    score: float
+    score: float  # the weighted sum of the default profile's scores (see cycle.score_nodes)
     allocation: Mapping[str, Any] | None  # the special claim's allocation result, None if no claim
     requests: tuple[DeviceRequest, ...]
     mappings: tuple[RequestMapping, ...]
     nodes_evaluated: int
+    scores: Mapping[str, int] = field(default_factory=dict)  # plugin -> normalised score on ``node``
 
     @property
     def needs_claim(self) -> bool:
@@ -57,19 +59,6 @@ class Unschedulable:
     until_inventory_changes: bool = False
 
 
-def _node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
-    for k, v in view.node_selector.items():
-        if node.labels.get(k) != v:
-            return False
-    required = view.required_node_affinity
-    if required:
-        try:
-            return selector_matches(required, node.raw)
-        except NodeSelectorError:
-            return False
-    return True
-
-
 def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
     for ip, proto, port in pod.host_ports:
         for uip, uproto, uport in usage.host_ports:
@@ -78,7 +67,7 @@ def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
     return False
 
 
-def _fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
+def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
     """The pod's requests NodeResourcesFit checks against allocatable, sorted by name."""
     return sorted(
         (name, want)
@@ -87,7 +76,7 @@ def _fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
     )
 
 
-def _insufficient(
+def insufficient(
     checked: list[tuple[str, int]], node: NodeInfo, usage: NodeUsage, dra_names: Collection[str]
 ) -> list[str]:
     reasons: list[str] = []
@@ -100,19 +89,12 @@ def _insufficient(
     return reasons
 
 
-def _score(cpu: int, memory: int, node: NodeInfo, usage: NodeUsage, least: bool) -> float:
+def _fit_score(cpu: int, memory: int, node: NodeInfo, usage: NodeUsage, least: bool) -> int:
     """NodeResourcesFit LeastAllocated / MostAllocated over cpu and memory, equal weights.
     ``cpu`` and ``memory`` are the pod's non-zero requests (upstream's defaults when unset)."""
-    total = 0.0
-    alloc = node.allocatable.get("cpu", 0)
-    if alloc > 0:
-        used = min((usage.nonzero_milli_cpu + cpu) / alloc, 1.0)
-        total += 1 - used if least else used
-    alloc = node.allocatable.get("memory", 0)
-    if alloc > 0:
-        used = min((usage.nonzero_memory + memory) / alloc, 1.0)
-        total += 1 - used if least else used
-    return total * 50
+    requested = (usage.nonzero_milli_cpu + cpu, usage.nonzero_memory + memory)
+    alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
+    return resource_fit_score(requested, alloc, most=not least)
 
 
 def _summary(total: int, reasons: Counter[str]) -> str:
@@ -130,11 +112,12 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
     return max(_MIN_FEASIBLE_NODES, total * pct // 100)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Candidate:
     node: NodeInfo
-    score: float
+    fit: int  # NodeResourcesFit's score (with draxr's device scoring, when on)
     requests: NodeRequests
+    score: int = 0  # the weighted total, once the candidates are scored together
 
 
 def schedule(
@@ -156,6 +139,9 @@ def schedule(
     view = pod.view
     if view.unsupported:
         return Unschedulable(f"draxr does not support {', '.join(view.unsupported)} yet", unresolvable=True)
+    if view.invalid:
+        return Unschedulable(view.invalid, unresolvable=True)
+    cycle = prepare(pod, state)
 
     prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
@@ -164,13 +150,14 @@ def schedule(
         names = names[start:] + names[:start]
     want = nodes_to_find(len(names), percentage_of_nodes)
     candidates_names = frozenset(prepared.candidates)
-    checked = _fit_checked(pod)
-    cpu, memory = pod.units.get("cpu") or DEFAULT_MILLI_CPU, pod.units.get("memory") or DEFAULT_MEMORY
+    checked = fit_checked(pod)
+    cpu, memory = pod.nonzero
     least = scoring is Scoring.LEAST_ALLOCATED
     by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
     node_restricted = prepared.node_restricted
     # Whether any cheap filter can reject a node (else only unschedulable nodes are looked at).
     filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
+    filters_pods = cycle.filters_pods
     no_unmapped: frozenset[str] = frozenset()
 
     reasons: Counter[str] = Counter()
@@ -185,9 +172,9 @@ def schedule(
             evaluated += 1
             usage = state.usage.get(node.name) or _EMPTY_USAGE
             if node.unschedulable or node.taints or filtered:
-                reason = _filter(pod, view, node, usage)
-                if reason is not None:
-                    reasons[reason] += 1
+                rejected = cheap_filter(pod, view, node, usage)
+                if rejected is not None:
+                    reasons[rejected[1]] += 1
                     continue
             # The split between device plugin and DRA depends only on which requested names the
             # node advertises in allocatable (and, for mapping CRs with a nodeSelector, which names
@@ -202,16 +189,24 @@ def schedule(
                 problem = _mapping_problem(prepared, ext)
                 if problem is not None:
                     return Unschedulable(problem, unresolvable=True, until_inventory_changes=True)
-            fit = _insufficient(checked, node, usage, ext.dra)
+            fit = insufficient(checked, node, usage, ext.dra)
             if fit or ext.reasons:
                 for r in dict.fromkeys([*fit, *ext.reasons]):
                     reasons[r] += 1
                 continue
-            score = _score(cpu, memory, node, usage, least)
+            if filters_pods:
+                rejected = cycle.filter(node)
+                if rejected is not None:
+                    reasons[rejected[1]] += 1
+                    continue
+            fit_score = _fit_score(cpu, memory, node, usage, least)
             if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
-                score = _with_devices(score, state, node, usage, ext, device_scoring)
-            candidates.append(_Candidate(node, score, ext))
+                fit_score = round(_with_devices(fit_score, state, node, usage, ext, device_scoring))
+            candidates.append(_Candidate(node, fit_score, ext))
 
+        # Every default score plugin over the candidates (kube-scheduler scores the nodes that
+        # pass all its filters; here the allocator may still reject some of them).
+        scores = _score_candidates(cycle, state, candidates, least)
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         candidates.sort(key=lambda c: (-c.score, c.node.name))
         for cand in candidates:
@@ -255,11 +250,24 @@ def schedule(
                 if allocation is None:
                     reasons[reason or "cannot allocate all claims"] += 1
                     continue
-            return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated)
+            chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
+            return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated, chosen)
     return Unschedulable(_summary(len(names), reasons), dict(reasons))
 
 
 _EMPTY_USAGE = NodeUsage()
+
+
+def _score_candidates(
+    cycle: PodCycle, state: ClusterState, candidates: list[_Candidate], least: bool
+) -> dict[str, dict[str, int]]:
+    if not candidates:
+        return {}
+    fit = {c.node.name: c.fit for c in candidates}
+    scores = score_nodes(cycle, state, [c.node for c in candidates], most_allocated=not least, fit_override=fit)
+    for c in candidates:
+        c.score = weighted_total(scores, c.node.name)
+    return scores
 
 
 def _with_devices(
@@ -329,20 +337,20 @@ def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:
     return wanted
 
 
-def _filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> str | None:
-    """kube-scheduler's cheap filters in its order; the reason in its words, or None."""
-    if node.unschedulable and not view.tolerates_unschedulable:
-        return "node(s) were unschedulable"
+def cheap_filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> tuple[str, str] | None:
+    """kube-scheduler's cheap filters in its order: (plugin, the reason in its words), or None."""
     if view.node_name and view.node_name != node.name:
-        return "node(s) didn't match the requested node name"
+        return "NodeName", "node(s) didn't match the requested node name"
+    if node.unschedulable and not view.tolerates_unschedulable:
+        return "NodeUnschedulable", "node(s) were unschedulable"
     if node.taints:
         taint = view.untolerated(node.taints)
         if taint is not None:
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
-    if not _node_affinity_matches(view, node):
-        return "node(s) didn't match Pod's node affinity/selector"
+            return "TaintToleration", f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    if not node_affinity_matches(view, node):
+        return "NodeAffinity", "node(s) didn't match Pod's node affinity/selector"
     if pod.host_ports and _ports_conflict(pod, usage):
-        return "node(s) didn't have free ports for the requested pod ports"
+        return "NodePorts", "node(s) didn't have free ports for the requested pod ports"
     return None
 
 

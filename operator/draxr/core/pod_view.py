@@ -13,8 +13,10 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from draxr.core.interpod import PodTerms, pod_terms
 from draxr.core.mapping import is_dra_extended_resource_name
-from draxr.core.quantity import QuantityLike, as_int64, parse_quantity, value
+from draxr.core.quantity import QuantityLike, as_int64, milli_value, parse_quantity, value
+from draxr.core.spread import SpreadSpec, parse_constraints
 
 _POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})  # plus hugepages-*, see _is_pod_level_resource
 
@@ -55,23 +57,35 @@ def _max_into(into: dict[str, Decimal], items: Mapping[str, Decimal]) -> None:
 
 
 def pod_requests(
-    pod: Mapping[str, Any], *, include_overhead: bool = True, use_pod_level: bool = True
+    pod: Mapping[str, Any],
+    *,
+    include_overhead: bool = True,
+    use_pod_level: bool = True,
+    non_missing: Mapping[str, QuantityLike] | None = None,
 ) -> dict[str, Decimal]:
     """Effective pod requests (`resource.PodRequests` with default options).
 
     Sum of regular containers and sidecars, raised to the peak of any non-sidecar init container
     (which runs next to the sidecars declared before it); then pod-level `spec.resources.requests`
     replace cpu/memory/hugepages; then `spec.overhead` is added. Ephemeral containers never count.
+    ``non_missing``: `NonMissingContainerRequests`, a value for each container that lacks one.
     """
     spec = pod.get("spec") or {}
+
+    def requests_of(c: Mapping[str, Any]) -> dict[str, QuantityLike]:
+        reqs = container_requests(c)
+        for name, q in (non_missing or {}).items():
+            reqs.setdefault(name, q)
+        return reqs
+
     result: dict[str, Decimal] = {}
     for c in spec.get("containers") or ():
-        _add(result, container_requests(c))
+        _add(result, requests_of(c))
 
     sidecars: dict[str, Decimal] = {}
     init_peak: dict[str, Decimal] = {}
     for c in spec.get("initContainers") or ():
-        reqs = container_requests(c)
+        reqs = requests_of(c)
         if is_sidecar(c):
             _add(result, reqs)
             _add(sidecars, reqs)
@@ -91,6 +105,18 @@ def pod_requests(
     if include_overhead:
         _add(result, spec.get("overhead") or {})
     return result
+
+
+DEFAULT_MILLI_CPU = 100  # schedutil.DefaultMilliCPURequest
+DEFAULT_MEMORY = 200 * 1024 * 1024  # schedutil.DefaultMemoryRequest
+_NON_MISSING = {"cpu": Decimal("0.1"), "memory": Decimal(DEFAULT_MEMORY)}
+
+
+def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """(milli-cpu, memory bytes) as kube-scheduler's scoring counts them: a container without a
+    cpu or memory request counts upstream's default for it (`NonMissingContainerRequests`)."""
+    reqs = pod_requests(pod, non_missing=_NON_MISSING)
+    return milli_value(reqs.get("cpu", Decimal(0))), value(reqs.get("memory", Decimal(0)))
 
 
 # --------------------------------------------------------------------------- the view
@@ -169,6 +195,18 @@ class PodView:
     required_node_affinity: Mapping[str, Any] | None  # nodeAffinity's required NodeSelector
     unsupported: tuple[str, ...]  # see unsupported_fields
     tolerates_unschedulable: bool  # tolerates node.kubernetes.io/unschedulable:NoSchedule
+    labels: Mapping[str, str]
+    terms: PodTerms | None  # inter-pod (anti-)affinity
+    spread: SpreadSpec  # topologySpreadConstraints as written (system defaults are the cycle's)
+    invalid: str  # why upstream could not parse the pod's affinity or spread selectors, "" if it can
+    preferred_node_affinity: tuple[Mapping[str, Any], ...] | None  # the field as written, None if unset
+    images: tuple[str, ...]  # init then regular containers' images, then image volumes' references
+    controller: tuple[str, str, str] | None  # (apiVersion, kind, name) of its controller owner
+
+    @property
+    def depends_on_pods(self) -> bool:
+        """Whether pods placed elsewhere can make it fit: required pod affinity, hard spreading."""
+        return bool((self.terms and self.terms.required_affinity) or self.spread.hard)
 
     def untolerated(self, taints: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any] | None:
         """The first NoSchedule/NoExecute taint no toleration tolerates (TaintToleration filter)."""
@@ -208,6 +246,22 @@ def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = No
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     selector = spec.get("nodeSelector")
+    meta = pod.get("metadata") or {}
+    invalid = ""
+    try:
+        terms = pod_terms(pod)
+    except ValueError as e:
+        terms, invalid = None, f"parsing pod: {e}"
+    try:
+        spread = parse_constraints(pod)
+    except ValueError as e:
+        spread, invalid = SpreadSpec((), (), False), invalid or f"obtaining pod's topology spread constraints: {e}"
+    owner = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), None)
+    preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    )
+    images = [str(c.get("image") or "") for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]]
+    images += [str((v.get("image") or {}).get("reference") or "") for v in spec.get("volumes") or () if "image" in v]
     return PodView(
         containers=container_views(spec),
         extended=MappingProxyType(extended) if extended else _EMPTY,
@@ -217,4 +271,11 @@ def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = No
         required_node_affinity=required or None,
         unsupported=tuple(unsupported_fields(pod)),
         tolerates_unschedulable=any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in tolerations),
+        labels=MappingProxyType({str(k): str(v) for k, v in (meta.get("labels") or {}).items()}),
+        terms=terms,
+        spread=spread,
+        invalid=invalid,
+        preferred_node_affinity=tuple(preferred) if preferred is not None else None,
+        images=tuple(images),
+        controller=(str(owner.get("apiVersion")), str(owner.get("kind")), str(owner.get("name"))) if owner else None,
     )

@@ -17,22 +17,21 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.claims import special_claim_owner
+from draxr.core.interpod import PodTerms, pod_terms
+from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
-from draxr.core.pod_view import PodView, pod_requests, pod_view
+from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-# Scoring pretends pods without cpu/memory requests use these (upstream DefaultMilliCPURequest /
-# DefaultMemoryRequest), so that best-effort pods still spread.
-DEFAULT_MILLI_CPU = 100
-DEFAULT_MEMORY = 200 * 1024 * 1024
+__all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
 
 def units(name: str, quantity: object) -> int:
@@ -95,7 +94,8 @@ def compact(value: Any) -> Any:
 
 def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
     """What is kept of a Node: no managedFields, and of its status only ``allocatable`` and
-    ``capacity`` (conditions, images, addresses and nodeInfo play no part in placement)."""
+    ``capacity`` (conditions, addresses and nodeInfo play no part in placement; images are kept
+    as NodeInfo.images, name -> size)."""
     status = node.get("status") or {}
     slim = {k: v for k, v in without_managed_fields(node).items() if k != "status"}
     slim["status"] = {k: status[k] for k in ("allocatable", "capacity") if k in status}
@@ -113,12 +113,14 @@ POD_INFO_FIELDS: _Mask = {
         "resourceVersion": None,
         "creationTimestamp": None,
         "deletionTimestamp": None,
+        "labels": None,
     },
     "spec": {
         "nodeName": None,
         "schedulerName": None,
         "priority": None,
         "schedulingGates": None,
+        "affinity": {"podAffinity": None, "podAntiAffinity": None},
         "resources": None,
         "overhead": None,
         "containers": _CONTAINER_FIELDS,
@@ -172,6 +174,33 @@ class _Shared:
 
 _shared_requests = _Shared()
 _shared_units = _Shared()
+_labels = LabelInterner()
+_shared_nonzero: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def _nonzero(pod: Mapping[str, Any]) -> tuple[int, int]:
+    nz = nonzero_requests(pod)
+    shared = _shared_nonzero.get(nz)
+    if shared is None and len(_shared_nonzero) < 4096:
+        shared = _shared_nonzero[nz] = nz
+    return shared or nz
+
+
+def _terms(pod: Mapping[str, Any]) -> PodTerms | None:
+    try:
+        return pod_terms(pod)
+    except ValueError:
+        return None  # the API server validates selectors; a pending pod's view reports the error
+
+
+def _node_images(node: Mapping[str, Any]) -> Mapping[str, int]:
+    out: dict[str, int] = {}
+    for image in (node.get("status") or {}).get("images") or ():
+        for name in image.get("names") or ():
+            out.setdefault(sys.intern(str(name)), int(image.get("sizeBytes") or 0))
+    return out
+
+
 _NO_PORTS: frozenset[tuple[str, str, int]] = frozenset()
 
 
@@ -185,6 +214,7 @@ class NodeInfo:
     allocatable: Mapping[str, int]  # see units()
     device_plugin_names: frozenset[str]  # extended resources with allocatable > 0
     raw: Mapping[str, Any]  # the node as slim_node keeps it
+    images: Mapping[str, int]  # image name -> size in bytes (status.images), for ImageLocality
 
     def scheduling_properties(self) -> tuple[object, ...]:
         """What the filters read of a node: a change here may let a waiting pod fit."""
@@ -192,6 +222,7 @@ class NodeInfo:
 
     @classmethod
     def from_api(cls, node: Mapping[str, Any]) -> NodeInfo:
+        images = _node_images(node)  # kept as name -> size only
         node = slim_node(node)
         meta, spec = node.get("metadata") or {}, node.get("spec") or {}
         alloc = {k: units(k, v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
@@ -204,6 +235,7 @@ class NodeInfo:
             allocatable=alloc,
             device_plugin_names=frozenset(k for k, v in alloc.items() if "/" in k and v > 0),
             raw=node,
+            images=images,
         )
 
 
@@ -230,6 +262,9 @@ class PodInfo:
     gated: bool  # spec.schedulingGates is not empty
     obj: Mapping[str, Any] | None  # while schedulable: the pod without managedFields, compacted; see raw
     inputs: PodView | None  # while schedulable: its scheduling inputs, read once; see view
+    labels: Labels  # shared between pods with equal labels (inter-pod affinity, spreading)
+    terms: PodTerms | None  # its inter-pod (anti-)affinity terms, None without any
+    nonzero: tuple[int, int]  # (milli-cpu, memory) as scoring counts them, see nonzero_requests
 
     @property
     def key(self) -> str:
@@ -289,6 +324,9 @@ class PodInfo:
             gated=bool(spec.get("schedulingGates")),
             obj=compact(without_managed_fields(pod)) if keep else None,
             inputs=pod_view(pod, requests) if keep else None,
+            labels=_labels.get(meta.get("labels")),
+            terms=_terms(pod),
+            nonzero=_nonzero(pod),
         )
 
 
@@ -347,8 +385,8 @@ class NodeUsage:
 
     def apply(self, pod: PodInfo, sign: int) -> None:
         self.pods += sign
-        self.nonzero_milli_cpu += sign * (pod.units.get("cpu") or DEFAULT_MILLI_CPU)
-        self.nonzero_memory += sign * (pod.units.get("memory") or DEFAULT_MEMORY)
+        self.nonzero_milli_cpu += sign * pod.nonzero[0]
+        self.nonzero_memory += sign * pod.nonzero[1]
         for name, q in pod.units.items():
             self.requested[name] = self.requested.get(name, 0) + sign * q
         for port in pod.host_ports:
@@ -381,6 +419,17 @@ class ClusterState:
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
+        # Inter-pod affinity and spreading: the pods on each node (bound or assumed), namespaces'
+        # labels, and the selectors of the objects that make the default spreading selector.
+        self.node_pods: dict[str, dict[str, PodInfo]] = {}
+        self._term_pods: dict[str, tuple[str, PodInfo]] = {}  # uid -> (node, pod) with inter-pod terms
+        self.namespace_labels_by_name: dict[str, Labels] = {}
+        self.service_selectors: dict[str, dict[str, Selector]] = {}  # namespace -> name -> selector
+        self.controller_selectors: dict[tuple[str, str, str], tuple[str, Selector]] = {}  # (ns, kind, name)
+        self.image_nodes: dict[str, int] = {}  # image name -> number of nodes that have it
+        # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
+        # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
+        self._waiting_on_pods: set[str] = set()
 
     # ---- nodes ---------------------------------------------------------------------------------
     def upsert_node(self, node: Mapping[str, Any]) -> None:
@@ -390,10 +439,22 @@ class ClusterState:
         info = NodeInfo.from_api(node)
         self.nodes[info.name] = info
         self.usage.setdefault(info.name, NodeUsage())
+        if old is None or old.images != info.images:
+            self._count_images(old, -1)
+            self._count_images(info, +1)
         if old is None or info.scheduling_properties() != old.scheduling_properties():
             self.generation += 1  # (a status heartbeat changes nothing a filter reads)
 
+    def _count_images(self, node: NodeInfo | None, sign: int) -> None:
+        for name in node.images if node is not None else ():
+            n = self.image_nodes.get(name, 0) + sign
+            if n > 0:
+                self.image_nodes[name] = n
+            else:
+                self.image_nodes.pop(name, None)
+
     def remove_node(self, name: str) -> None:
+        self._count_images(self.nodes.get(name), -1)
         self.nodes.pop(name, None)
         self.inventory.forget_node(name)
         self.generation += 1
@@ -422,12 +483,19 @@ class ClusterState:
         self._account(info, +1)
         if old is not None and self._placed_on(old) and not self._placed_on(info):
             self.generation += 1  # resources freed
+        elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
+            self.generation += 1  # a pod placed: pods waiting for affinity or spreading may fit
+        if info.inputs is not None and info.inputs.depends_on_pods:
+            self._waiting_on_pods.add(info.uid)
+        else:
+            self._waiting_on_pods.discard(info.uid)
         return info
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         info = self.pods.pop(uid, None)
         self._account(info, -1)
         self.assumed_nodes.pop(uid, None)
+        self._waiting_on_pods.discard(uid)
         if info is not None:
             self.generation += 1
             if uid in self.special_claims:
@@ -440,6 +508,88 @@ class ClusterState:
         node = self._placed_on(pod)
         if node:
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
+            on_node = self.node_pods.setdefault(node, {})
+            if sign > 0:
+                on_node[pod.uid] = pod
+                if pod.terms is not None:
+                    self._term_pods[pod.uid] = (node, pod)
+            else:
+                on_node.pop(pod.uid, None)
+                self._term_pods.pop(pod.uid, None)
+                if not on_node:
+                    del self.node_pods[node]
+
+    # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
+    def node_labels(self) -> Iterable[tuple[str, Labels]]:
+        return ((name, node.labels) for name, node in self.nodes.items())
+
+    def placed_pods(self) -> Iterator[tuple[Labels, PodInfo]]:
+        for name, pods in self.node_pods.items():
+            node = self.nodes.get(name)
+            if node is not None:  # a pod on a node not (yet) seen plays no part, as upstream
+                for pod in pods.values():
+                    yield node.labels, pod
+
+    def placed_pods_with_terms(self) -> Iterator[tuple[Labels, PodInfo]]:
+        for name, pod in self._term_pods.values():
+            node = self.nodes.get(name)
+            if node is not None:
+                yield node.labels, pod
+
+    def pods_on(self, node: str) -> Collection[PodInfo]:
+        on_node = self.node_pods.get(node)
+        return on_node.values() if on_node else ()
+
+    def namespace_labels(self, namespace: str) -> Labels | None:
+        return self.namespace_labels_by_name.get(namespace)
+
+    def namespaces(self) -> Iterable[tuple[str, Labels]]:
+        return self.namespace_labels_by_name.items()
+
+    def services(self, namespace: str) -> Iterable[Selector]:
+        return (self.service_selectors.get(namespace) or {}).values()
+
+    def controller_selector(self, namespace: str, kind: str, name: str) -> tuple[str, Selector] | None:
+        return self.controller_selectors.get((namespace, kind, name))
+
+    def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        labels = _labels.get(meta.get("labels"))
+        name = str(meta.get("name") or "")
+        if self.namespace_labels_by_name.get(name) != labels:
+            self.namespace_labels_by_name[name] = labels
+            self.generation += 1
+
+    def remove_namespace(self, name: str) -> None:
+        if self.namespace_labels_by_name.pop(name, None) is not None:
+            self.generation += 1
+
+    def upsert_workload(self, obj: Mapping[str, Any]) -> None:
+        """A Service, ReplicationController, ReplicaSet or StatefulSet: only its selector is kept."""
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        ns, name, kind = str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(obj.get("kind") or "")
+        if kind == "Service":
+            selector = spec.get("selector")
+            if selector is None:
+                self.service_selectors.get(ns, {}).pop(name, None)  # nil selects nothing
+            else:
+                self.service_selectors.setdefault(ns, {})[name] = service_selector(selector)
+            return
+        try:
+            if kind == "ReplicationController":
+                found = ("set", service_selector(spec.get("selector")))
+            else:
+                found = ("requirements", Selector.from_api(spec.get("selector")))
+        except ValueError:
+            self.controller_selectors.pop((ns, kind, name), None)
+            return
+        self.controller_selectors[(ns, kind, name)] = found
+
+    def remove_workload(self, kind: str, namespace: str, name: str) -> None:
+        if kind == "Service":
+            self.service_selectors.get(namespace, {}).pop(name, None)
+        else:
+            self.controller_selectors.pop((namespace, kind, name), None)
 
     def assume_pod(self, uid: str, node: str) -> None:
         info = self.pods.get(uid)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from draxr.core.mapping import ExtendedResourceMapping
+from draxr.core.pod_view import unsupported_fields
 from draxr.core.requests import prepare_pod
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -21,6 +22,13 @@ SKIP_LABEL = "draxr.io/skip"  # a pod labelled draxr.io/skip=true is never steer
 class Verdict:
     steer: bool
     reason: str  # why (for the annotation when steered, for the log otherwise)
+    # steered | unchanged | unsupported (would be steered, but uses a field draxr cannot schedule)
+    result: str = ""
+    unsupported: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.result:
+            object.__setattr__(self, "result", "steered" if self.steer else "unchanged")
 
 
 def _skip_labelled(pod: Mapping[str, Any]) -> bool:
@@ -48,8 +56,10 @@ def describe(names: list[str], mapping: ExtendedResourceMapping) -> str:
 
 def admission_verdict(pod: Mapping[str, Any], mapping: ExtendedResourceMapping) -> Verdict:
     """Steer a pod being created iff it leaves the scheduler at the default, is not bound already,
-    is not labelled draxr.io/skip=true, and requests an extended resource a mapping serves.
-    Pods that request only device-plugin resources (no mapping) stay with the default scheduler."""
+    is not labelled draxr.io/skip=true, requests an extended resource a mapping serves, and uses no
+    field draxr cannot schedule yet (such a pod would wait for draxr forever; kube-scheduler can
+    place it, so it keeps its scheduler). Pods that request only device-plugin resources (no
+    mapping) stay with the default scheduler."""
     spec = pod.get("spec") or {}
     scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
     if scheduler != DEFAULT_SCHEDULER:
@@ -64,6 +74,10 @@ def admission_verdict(pod: Mapping[str, Any], mapping: ExtendedResourceMapping) 
         return Verdict(False, f"unreadable resources: {e}")
     if not names:
         return Verdict(False, "requests no extended resource that a DeviceClass or ExtendedResourceMapping maps")
+    unsupported = tuple(unsupported_fields(pod))
+    if unsupported:
+        why = f"requests {describe(names, mapping)} but uses {', '.join(unsupported)}, which draxr cannot schedule yet"
+        return Verdict(False, why, result="unsupported", unsupported=unsupported)
     return Verdict(True, f"requests {describe(names, mapping)}")
 
 
@@ -95,6 +109,6 @@ def adoptable(pod: Mapping[str, Any], mapping: ExtendedResourceMapping) -> bool:
     spec = pod.get("spec") or {}
     if (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER or spec.get("nodeName"):
         return False
-    if spec.get("schedulingGates") or _skip_labelled(pod):
-        return False
+    if spec.get("schedulingGates") or _skip_labelled(pod) or unsupported_fields(pod):
+        return False  # kube-scheduler's to keep: draxr could not place it either
     return unschedulable_by_default_scheduler(pod) and bool(mappable(pod, mapping))

@@ -1,0 +1,182 @@
+"""What one scheduling cycle computes for a pod besides the cheap per-node filters: the PreFilter
+states of PodTopologySpread and InterPodAffinity and their filters, and the scores of the nodes
+that pass every filter — kube-scheduler 1.37.2's default profile, plugin by plugin, each
+normalised to 0..100 over those nodes, then summed with the profile's weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.interpod import (
+    AffinityPreFilter,
+    affinity_node_score,
+    affinity_prefilter,
+    affinity_scores,
+    normalize_affinity,
+)
+from draxr.core.pod_view import PodView
+from draxr.core.scores import (
+    WEIGHTS,
+    balanced_allocation_score,
+    default_normalize,
+    image_locality_score,
+    intolerable_prefer_no_schedule,
+    node_affinity_score,
+    prefer_no_schedule_tolerations,
+    preferred_terms,
+    resource_fit_score,
+)
+from draxr.core.spread import (
+    Constraint,
+    SpreadPreFilter,
+    default_selector,
+    spread_prefilter,
+    spread_scores,
+    system_default_constraints,
+)
+from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
+
+_EMPTY_USAGE = NodeUsage()
+
+
+def node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
+    """`GetRequiredNodeAffinity(pod).Match(node)`: nodeSelector and the required terms."""
+    for k, v in view.node_selector.items():
+        if node.labels.get(k) != v:
+            return False
+    required = view.required_node_affinity
+    if required:
+        try:
+            return selector_matches(required, node.raw)
+        except NodeSelectorError:
+            return False
+    return True
+
+
+@dataclass
+class PodCycle:
+    pod: PodInfo
+    view: PodView
+    spread: SpreadPreFilter | None
+    affinity: AffinityPreFilter | None
+    soft_spread: tuple[Constraint, ...]
+    eligible: Callable[[str, Constraint], bool]
+
+    @property
+    def filters_pods(self) -> bool:
+        """Whether a filter here can reject a node (else only the cheap filters look at nodes)."""
+        return self.spread is not None or self.affinity is not None
+
+    def filter(self, node: NodeInfo) -> tuple[str, str] | None:
+        """(plugin, reason) of the first of these filters the node fails, in upstream's order."""
+        if self.spread is not None:
+            reason = self.spread.filter(node.labels, self.view.labels)
+            if reason is not None:
+                return "PodTopologySpread", reason
+        if self.affinity is not None:
+            reason = self.affinity.filter(node.labels)
+            if reason is not None:
+                return "InterPodAffinity", reason
+        return None
+
+
+def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
+    view = pod.view
+
+    def eligible(name: str, c: Constraint) -> bool:
+        """matchNodeInclusionPolicies."""
+        node = state.nodes[name]
+        if c.honor_node_affinity and not node_affinity_matches(view, node):
+            return False
+        return not (c.honor_node_taints and node.taints and view.untolerated(node.taints) is not None)
+
+    hard, soft = view.spread.hard, view.spread.soft
+    if not view.spread.explicit:
+        selector = default_selector(pod.namespace, view.labels, view.controller, state)
+        hard, soft = (), system_default_constraints(selector)
+    spread = spread_prefilter(hard, pod.namespace, state, eligible) if hard else None
+    affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
+    return PodCycle(pod, view, spread, None if affinity.skip else affinity, soft, eligible)
+
+
+Scores = dict[str, dict[str, int]]  # plugin -> node -> normalised score
+
+
+def score_nodes(
+    cycle: PodCycle,
+    state: ClusterState,
+    nodes: Sequence[NodeInfo],
+    *,
+    most_allocated: bool = False,
+    fit_override: Mapping[str, int] | None = None,
+) -> Scores:
+    """Every default score plugin over ``nodes`` (the feasible ones), normalised. A plugin that
+    upstream skips for this pod scores 0 everywhere. ``fit_override``: NodeResourcesFit's raw
+    score per node when draxr's device scoring replaces it."""
+    view, pod = cycle.view, cycle.pod
+    out: Scores = {}
+
+    # TaintToleration (reverse: fewer untolerated PreferNoSchedule taints is better).
+    tolerations = prefer_no_schedule_tolerations(view.tolerations)
+    out["TaintToleration"] = default_normalize(
+        {n.name: intolerable_prefer_no_schedule(n.taints, tolerations) for n in nodes}, reverse=True
+    )
+
+    # NodeAffinity (preferred terms).
+    if view.preferred_node_affinity is not None:  # upstream skips the plugin without the field
+        preferred = preferred_terms(view.preferred_node_affinity)
+        out["NodeAffinity"] = default_normalize({n.name: node_affinity_score(preferred, n.raw) for n in nodes})
+
+    # NodeResourcesFit (no normalisation) and BalancedAllocation.
+    cpu, memory = pod.nonzero
+    fit: dict[str, int] = {}
+    balanced: dict[str, int] = {}
+    actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))
+    best_effort = actual == (0, 0)
+    for n in nodes:
+        usage = state.usage.get(n.name) or _EMPTY_USAGE
+        alloc = (n.allocatable.get("cpu", 0), n.allocatable.get("memory", 0))
+        if fit_override is not None and n.name in fit_override:
+            fit[n.name] = fit_override[n.name]
+        else:
+            requested = (usage.nonzero_milli_cpu + cpu, usage.nonzero_memory + memory)
+            fit[n.name] = resource_fit_score(requested, alloc, most=most_allocated)
+        if not best_effort:
+            used = (usage.requested.get("cpu", 0), usage.requested.get("memory", 0))
+            balanced[n.name] = balanced_allocation_score(used, actual, alloc)
+    out["NodeResourcesFit"] = fit
+    if not best_effort:
+        out["NodeResourcesBalancedAllocation"] = balanced
+
+    # ImageLocality (no normalisation).
+    total_nodes = len(state.nodes)
+    out["ImageLocality"] = {
+        n.name: image_locality_score(view.images, n.images, state.image_nodes, total_nodes) for n in nodes
+    }
+
+    # PodTopologySpread (soft constraints, or the system defaults).
+    if cycle.soft_spread:
+        spread = spread_scores(
+            cycle.soft_spread,
+            pod.namespace,
+            state,
+            cycle.eligible,
+            [(n.name, n.labels) for n in nodes],
+            require_all_topologies=view.spread.explicit,
+        )
+        if spread is not None:
+            out["PodTopologySpread"] = spread
+
+    # InterPodAffinity.
+    topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
+    if topology is not None:
+        out["InterPodAffinity"] = normalize_affinity({n.name: affinity_node_score(topology, n.labels) for n in nodes})
+
+    return out
+
+
+def weighted_total(scores: Scores, node: str) -> int:
+    return sum(WEIGHTS[plugin] * per_node.get(node, 0) for plugin, per_node in scores.items())

@@ -1,0 +1,279 @@
+"""InterPodAffinity, filter and score, as kube-scheduler 1.37.2 computes them
+(pkg/scheduler/framework/plugins/interpodaffinity, with the InterPodAffinityHostnameFastPath gate
+off, its default). Proven against the plugin itself by tests/differential (scheduling cases).
+
+The pod's terms are read once (`pod_terms`); a cycle then builds `AffinityPreFilter` (upstream's
+PreFilter state: match counts per topology pair) and `affinity_scores` (PreScore + Score) from the
+bound pods of the state. Upstream merges matchLabelKeys / mismatchLabelKeys into the label selector
+at pod creation (kube-apiserver), so the scheduler, and this module, read only labelSelector.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from draxr.core.labels import NOTHING, Labels, Selector
+
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs default
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """`fwk.AffinityTerm`: a PodAffinityTerm with its selectors parsed."""
+
+    namespaces: frozenset[str]
+    selector: Selector
+    topology_key: str
+    namespace_selector: Selector
+
+    def matches(self, namespace: str, labels: Labels, ns_labels: Labels | None) -> bool:
+        if namespace in self.namespaces or self.namespace_selector.matches(ns_labels or {}):
+            return self.selector.matches(labels)
+        return False
+
+    def with_namespaces(self, all_namespaces: Iterable[tuple[str, Labels]]) -> AffinityTerm:
+        """`mergeAffinityTermNamespacesIfNotEmpty`: a non-empty namespace selector becomes the
+        namespaces it selects now (then matches nothing itself)."""
+        if self.namespace_selector.empty:
+            return self
+        chosen = {name for name, labels in all_namespaces if self.namespace_selector.matches(labels)}
+        return AffinityTerm(self.namespaces | chosen, self.selector, self.topology_key, NOTHING)
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    term: AffinityTerm
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerms:
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+
+
+def _term(namespace: str, t: Mapping[str, Any]) -> AffinityTerm:
+    names = t.get("namespaces") or ()
+    ns_selector = t.get("namespaceSelector")
+    namespaces = frozenset((namespace,)) if not names and ns_selector is None else frozenset(str(n) for n in names)
+    return AffinityTerm(
+        namespaces,
+        Selector.from_api(t.get("labelSelector")),
+        str(t.get("topologyKey") or ""),
+        Selector.from_api(ns_selector),
+    )
+
+
+def pod_terms(pod: Mapping[str, Any]) -> PodTerms | None:
+    """The pod's inter-pod (anti-)affinity terms, None when it has none (`podWithAffinity` false).
+    Raises ValueError for a selector upstream cannot parse."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    aff, anti = affinity.get("podAffinity"), affinity.get("podAntiAffinity")
+    if aff is None and anti is None:
+        return None
+    ns = str((pod.get("metadata") or {}).get("namespace") or "")
+    aff, anti = aff or {}, anti or {}
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref = "preferredDuringSchedulingIgnoredDuringExecution"
+
+    def weighted(terms: Sequence[Mapping[str, Any]]) -> tuple[WeightedTerm, ...]:
+        return tuple(WeightedTerm(_term(ns, w.get("podAffinityTerm") or {}), int(w.get("weight") or 0)) for w in terms)
+
+    return PodTerms(
+        tuple(_term(ns, t) for t in aff.get(req) or ()),
+        tuple(_term(ns, t) for t in anti.get(req) or ()),
+        weighted(aff.get(pref) or ()),
+        weighted(anti.get(pref) or ()),
+    )
+
+
+class BoundPod(Protocol):
+    """What these plugins read of a pod already on a node (PodInfo satisfies it)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def labels(self) -> Labels: ...
+    @property
+    def terms(self) -> PodTerms | None: ...
+
+
+class Cluster(Protocol):
+    """The snapshot: the pods on known nodes (with their node's labels), namespaces' labels."""
+
+    def placed_pods(self) -> Iterable[tuple[Labels, BoundPod]]: ...
+    def placed_pods_with_terms(self) -> Iterable[tuple[Labels, BoundPod]]:
+        """Only the pods that have inter-pod terms (upstream's PodsWithAffinity)."""
+        ...
+
+    def namespace_labels(self, namespace: str) -> Labels | None: ...
+    def namespaces(self) -> Iterable[tuple[str, Labels]]: ...
+
+
+def _all_match(terms: Sequence[AffinityTerm], namespace: str, labels: Labels) -> bool:
+    """`podMatchesAllAffinityTerms` (nil namespace labels; an empty list matches nothing)."""
+    if not terms:
+        return False
+    return all(t.matches(namespace, labels, None) for t in terms)
+
+
+@dataclass
+class AffinityPreFilter:
+    """Upstream's PreFilter state for one pod."""
+
+    namespace: str
+    labels: Labels
+    ns_labels: Labels | None
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    existing_anti: Counter[tuple[str, str]] = field(default_factory=Counter)
+    affinity_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    anti_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @property
+    def skip(self) -> bool:
+        return not self.existing_anti and not self.affinity and not self.anti_affinity
+
+    def add(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
+        """The counts with one more (or, sign -1, one less) pod on a node (`updateWithPod`)."""
+        if pod.terms is not None:
+            for t in pod.terms.required_anti_affinity:
+                if t.matches(self.namespace, self.labels, self.ns_labels) and t.topology_key in node_labels:
+                    _bump(self.existing_anti, (t.topology_key, node_labels[t.topology_key]), sign)
+        if _all_match(self.affinity, pod.namespace, pod.labels):
+            for t in self.affinity:
+                if t.topology_key in node_labels:
+                    _bump(self.affinity_counts, (t.topology_key, node_labels[t.topology_key]), sign)
+        for t in self.anti_affinity:
+            if t.topology_key in node_labels and t.matches(pod.namespace, pod.labels, None):
+                _bump(self.anti_counts, (t.topology_key, node_labels[t.topology_key]), sign)
+
+    def filter(self, node_labels: Labels) -> str | None:
+        """The reason the node fails, or None. Upstream's order: affinity, anti-affinity, then
+        existing pods' anti-affinity."""
+        if self.affinity:
+            pods_exist = True
+            for t in self.affinity:
+                value = node_labels.get(t.topology_key)
+                if value is None:
+                    return REASON_AFFINITY
+                if self.affinity_counts.get((t.topology_key, value), 0) <= 0:
+                    pods_exist = False
+            # The first pod of a group: no pod anywhere matches, and the pod matches its own terms.
+            if not pods_exist and not (
+                not self.affinity_counts and _all_match(self.affinity, self.namespace, self.labels)
+            ):
+                return REASON_AFFINITY
+        if self.anti_counts:
+            for t in self.anti_affinity:
+                value = node_labels.get(t.topology_key)
+                if value is not None and self.anti_counts.get((t.topology_key, value), 0) > 0:
+                    return REASON_ANTI_AFFINITY
+        if self.existing_anti:
+            for pair in node_labels.items():
+                if self.existing_anti.get(pair, 0) > 0:
+                    return REASON_EXISTING_ANTI_AFFINITY
+        return None
+
+
+def _bump(counts: Counter[tuple[str, str]], pair: tuple[str, str], sign: int) -> None:
+    counts[pair] += sign
+    if counts[pair] == 0:
+        del counts[pair]
+
+
+def affinity_prefilter(namespace: str, labels: Labels, terms: PodTerms | None, cluster: Cluster) -> AffinityPreFilter:
+    """PreFilter: the match counts over every bound pod of the cluster."""
+    ns_list = list(cluster.namespaces())
+    affinity = tuple(t.with_namespaces(ns_list) for t in terms.required_affinity) if terms else ()
+    anti = tuple(t.with_namespaces(ns_list) for t in terms.required_anti_affinity) if terms else ()
+    state = AffinityPreFilter(namespace, labels, cluster.namespace_labels(namespace), affinity, anti)
+    for node_labels, pod in cluster.placed_pods() if affinity or anti else cluster.placed_pods_with_terms():
+        state.add(pod, node_labels)
+    return state
+
+
+def affinity_scores(
+    namespace: str,
+    labels: Labels,
+    terms: PodTerms | None,
+    cluster: Cluster,
+    hard_weight: int = HARD_POD_AFFINITY_WEIGHT,
+) -> dict[str, dict[str, int]] | None:
+    """PreScore: the score of every topology pair (key -> value -> score); None when upstream
+    skips the plugin (no existing or incoming term matched anything)."""
+    ns_list = list(cluster.namespaces())
+    preferred = (
+        tuple(WeightedTerm(w.term.with_namespaces(ns_list), w.weight) for w in terms.preferred_affinity)
+        if terms
+        else ()
+    )
+    preferred_anti = (
+        tuple(WeightedTerm(w.term.with_namespaces(ns_list), w.weight) for w in terms.preferred_anti_affinity)
+        if terms
+        else ()
+    )
+    has_constraints = bool(preferred or preferred_anti)
+    ns_labels = cluster.namespace_labels(namespace)
+    scores: dict[str, dict[str, int]] = {}
+    matched = False
+
+    def record(key: str, node_labels: Labels, weight: int) -> None:
+        nonlocal matched
+        value = node_labels.get(key)
+        if value is None:
+            return
+        matched = True
+        per_key = scores.setdefault(key, {})
+        per_key[value] = per_key.get(value, 0) + weight
+
+    for node_labels, pod in cluster.placed_pods() if has_constraints else cluster.placed_pods_with_terms():
+        if not node_labels:
+            continue
+        existing = pod.terms
+        for w in preferred:
+            if w.term.matches(pod.namespace, pod.labels, None):
+                record(w.term.topology_key, node_labels, w.weight)
+        for w in preferred_anti:
+            if w.term.matches(pod.namespace, pod.labels, None):
+                record(w.term.topology_key, node_labels, -w.weight)
+        if existing is None:
+            continue
+        if hard_weight > 0:
+            for t in existing.required_affinity:
+                if t.matches(namespace, labels, ns_labels):
+                    record(t.topology_key, node_labels, hard_weight)
+        for w in existing.preferred_affinity:
+            if w.term.matches(namespace, labels, ns_labels):
+                record(w.term.topology_key, node_labels, w.weight)
+        for w in existing.preferred_anti_affinity:
+            if w.term.matches(namespace, labels, ns_labels):
+                record(w.term.topology_key, node_labels, -w.weight)
+    return scores if matched else None
+
+
+def affinity_node_score(topology_scores: Mapping[str, Mapping[str, int]], node_labels: Labels) -> int:
+    total = 0
+    for key, values in topology_scores.items():
+        value = node_labels.get(key)
+        if value is not None:
+            total += values.get(value, 0)
+    return total
+
+
+def normalize_affinity(raw: Mapping[str, int]) -> dict[str, int]:
+    """NormalizeScore: min-max scaled to 0..100, truncated."""
+    if not raw:
+        return {}
+    lo, hi = min(raw.values()), max(raw.values())
+    diff = hi - lo
+    return {n: int(MAX_NODE_SCORE * ((s - lo) / diff)) if diff > 0 else 0 for n, s in raw.items()}

@@ -1,0 +1,1 @@
+"""Scheduling differential test support: case generator, Go harness runner, draxr's evaluation."""
