@@ -23,6 +23,7 @@ import pytest
 
 from draxr.app import Operator
 from draxr.kube import NAMESPACES, Kube
+from draxr.webhook_tls import MUTATING_WEBHOOKS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
@@ -30,6 +31,7 @@ from draxr_dev.devcluster.controlplane import ControlPlane, Options
 from .integration import manifests
 from .integration.clusters import service_account_dir
 from .integration.embedded import embedded_operator, fast_settings
+from .integration.helpers import eventually
 
 
 @pytest.fixture(scope="session")
@@ -123,3 +125,17 @@ async def operator(
     )
     async with embedded_operator(settings) as (_, op):
         yield op
+
+
+@pytest.fixture
+async def webhook_ready(operator: Operator, kube: Kube) -> Operator:
+    """The operator serves, and the installed configuration trusts its CA."""
+    assert operator.certs is not None
+    await asyncio.wait_for(operator.certs.loaded.wait(), 60)
+
+    async def trusted() -> bool:
+        config = await kube.get(MUTATING_WEBHOOKS, "draxr")
+        return all(h["clientConfig"].get("caBundle") for h in config["webhooks"])
+
+    await eventually(trusted, timeout=30)
+    return operator

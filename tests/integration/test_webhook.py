@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 import yaml
 from cryptography import x509
 from prometheus_client import REGISTRY
@@ -42,20 +41,6 @@ from .helpers import Draxr, eventually
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 JOBS = Resource("batch", "v1", "jobs", True)
 ENABLED = {"draxr.io/enabled": "true"}
-
-
-@pytest.fixture
-async def webhook_ready(operator: Operator, kube: Kube) -> Operator:
-    """The operator serves, and the installed configuration trusts its CA."""
-    assert operator.certs is not None
-    await asyncio.wait_for(operator.certs.loaded.wait(), 60)
-
-    async def trusted() -> bool:
-        config = await kube.get(MUTATING_WEBHOOKS, "draxr")
-        return all(h["clientConfig"].get("caBundle") for h in config["webhooks"])
-
-    await eventually(trusted, timeout=30)
-    return operator
 
 
 async def mapped(op: Operator, fleet: fakedriver.Fleet) -> str:

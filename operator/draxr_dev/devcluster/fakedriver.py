@@ -144,6 +144,7 @@ class Fleet:
     device_plugin_resource: str = "example.com/gpu"
     classes: dict[str, str | None] = field(default_factory=lambda: {"gpu.example.com": "example.com/gpu"})
     node_taints: list[JSON] = field(default_factory=list)
+    zones: tuple[str, ...] = ()  # node i gets topology.kubernetes.io/zone zones[i % len(zones)]
 
     def node_names(self) -> list[str]:
         total = self.dra_nodes + self.device_plugin_nodes
@@ -157,7 +158,10 @@ class Fleet:
         for i, name in enumerate(self.node_names()):
             if i < self.dra_nodes:
                 model = self.models[i % len(self.models)]
-                objs.append(node(name, labels={**labels, "draxr.io/gpu-model": model}, taints=self.node_taints))
+                node_labels = {**labels, "draxr.io/gpu-model": model}
+                if self.zones:
+                    node_labels["topology.kubernetes.io/zone"] = self.zones[i % len(self.zones)]
+                objs.append(node(name, labels=node_labels, taints=self.node_taints))
                 per_numa = max(1, self.devices_per_node // max(1, self.numa_nodes))
                 devs = [
                     device(
