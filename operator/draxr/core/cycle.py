@@ -56,10 +56,56 @@ def node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class NodeNames:
+    """What NodeName's and NodeAffinity's PreFilter narrow the nodes to (matchFields
+    metadata.name In in every required term), as the framework merges them."""
+
+    names: frozenset[str] | None  # None: all nodes
+    plugins: tuple[str, ...]  # the plugins that narrowed, sorted
+    rejected: str | None  # PreFilter's verdict when no node can be left
+
+    @property
+    def absent_reason(self) -> str:
+        return f"node(s) didn't satisfy plugin(s) [{' '.join(self.plugins)}]"
+
+
+def node_names(view: PodView) -> NodeNames:
+    names: frozenset[str] | None = None
+    plugins: list[str] = []
+    if view.node_name:
+        names = frozenset((view.node_name,))
+        plugins.append("NodeName")
+    terms = (view.required_node_affinity or {}).get("nodeSelectorTerms") or ()
+    affinity: set[str] | None = None
+    for t in terms:
+        term: set[str] | None = None
+        for r in t.get("matchFields") or ():
+            if r.get("key") == "metadata.name" and r.get("operator") == "In":
+                values = {str(v) for v in r.get("values") or ()}
+                term = values if term is None else term & values
+        if term is None:
+            affinity = None  # a term without such a field: any node may match
+            break
+        affinity = term if affinity is None else affinity | term
+    if affinity is not None and not affinity:
+        return NodeNames(None, (), "pod affinity terms conflict")
+    if affinity:
+        plugins.append("NodeAffinity")
+        names = frozenset(affinity) if names is None else names & affinity
+    plugins.sort()
+    if names is not None and not names:
+        if len(plugins) == 1:
+            return NodeNames(names, tuple(plugins), f"node(s) didn't satisfy plugin {plugins[0]}")
+        return NodeNames(names, tuple(plugins), f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously")
+    return NodeNames(names, tuple(plugins), None)
+
+
 @dataclass
 class PodCycle:
     pod: PodInfo
     view: PodView
+    names: NodeNames
     spread: SpreadPreFilter | None
     affinity: AffinityPreFilter | None
     soft_spread: tuple[Constraint, ...]
@@ -99,7 +145,7 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
         hard, soft = (), system_default_constraints(selector)
     spread = spread_prefilter(hard, pod.namespace, state, eligible) if hard else None
     affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
-    return PodCycle(pod, view, spread, None if affinity.skip else affinity, soft, eligible)
+    return PodCycle(pod, view, node_names(view), spread, None if affinity.skip else affinity, soft, eligible)
 
 
 Scores = dict[str, dict[str, int]]  # plugin -> node -> normalised score

@@ -1,7 +1,7 @@
 """Node filters, scoring and the per-pod decision (one scheduling cycle, pure).
 
 Filters run in kube-scheduler's order and report its wording, so that the summary reads like
-kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint {gpu: true},
+kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint(s),
 8 Insufficient example.com/gpu."
 """
 
@@ -142,6 +142,9 @@ def schedule(
     if view.invalid:
         return Unschedulable(view.invalid, unresolvable=True)
     cycle = prepare(pod, state)
+    if cycle.names.rejected is not None:
+        return Unschedulable(f"0/{len(state.nodes)} nodes are available: {cycle.names.rejected}.", unresolvable=True)
+    narrowed = cycle.names.names
 
     prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
@@ -171,6 +174,9 @@ def schedule(
             node = state.nodes[names[evaluated]]
             evaluated += 1
             usage = state.usage.get(node.name) or _EMPTY_USAGE
+            if narrowed is not None and node.name not in narrowed:
+                reasons[cycle.names.absent_reason] += 1
+                continue
             if node.unschedulable or node.taints or filtered:
                 rejected = cheap_filter(pod, view, node, usage)
                 if rejected is not None:
@@ -346,7 +352,7 @@ def cheap_filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) 
     if node.taints:
         taint = view.untolerated(node.taints)
         if taint is not None:
-            return "TaintToleration", f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+            return "TaintToleration", "node(s) had untolerated taint(s)"  # 1.37's wording: no key
     if not node_affinity_matches(view, node):
         return "NodeAffinity", "node(s) didn't match Pod's node affinity/selector"
     if pod.host_ports and _ports_conflict(pod, usage):

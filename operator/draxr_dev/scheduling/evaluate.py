@@ -81,12 +81,22 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         result["scores"] = {}
         return result
     cycle = prepare(pod, state)
+    if cycle.names.rejected is not None:
+        plugin = "NodeAffinity" if cycle.names.rejected == "pod affinity terms conflict" else ""
+        status = {"plugin": plugin, "code": _UNRESOLVABLE, "reasons": [cycle.names.rejected]}
+        result["filter"] = dict.fromkeys(names, status)
+        result["scores"] = {}
+        return result
     checked = fit_checked(pod)
     filters: dict[str, dict[str, Any] | None] = {}
     feasible = []
     for name in names:
         node = state.nodes[name]
         usage = state.usage.get(name) or NodeUsage()
+        if cycle.names.names is not None and name not in cycle.names.names:
+            reason = cycle.names.absent_reason
+            filters[name] = {"plugin": "", "code": _UNRESOLVABLE, "reasons": [reason]}
+            continue
         rejected = cheap_filter(pod, view, node, usage)
         if rejected is not None:
             filters[name] = {"plugin": rejected[0], "code": _CODES[rejected[0]], "reasons": [rejected[1]]}
