@@ -40,6 +40,7 @@ from .helpers import Draxr, eventually
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 JOBS = Resource("batch", "v1", "jobs", True)
+CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
 ENABLED = {"draxr.io/enabled": "true"}
 
 
@@ -215,33 +216,37 @@ def _admissions(result: str) -> float:
 async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_runs(
     kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
 ) -> None:
-    """Never strand a pod: a Deployment with topology spread asks for a mapped resource, but draxr
-    cannot place spread pods yet, so the webhook admits its pod unchanged (counted and logged as
-    "unsupported") and kube-scheduler binds it onto a DRA node."""
+    """Never strand a pod: a Deployment whose pod has its own ResourceClaim (from a template) next to
+    a mapped extended resource; draxr cannot schedule `spec.resourceClaims` yet, so the webhook
+    admits the pod unchanged (counted and logged as "unsupported") and kube-scheduler binds it
+    onto a DRA node with both claims."""
     resource = await mapped(webhook_ready, fleet)
+    [cls] = fleet.classes
     before = _admissions("unsupported")
-    spread = deployment("spread", resource, replicas=1)
-    spread["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
-        {
-            "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "spread"}},
-        }
-    ]
+    with_claim = deployment("claimed", resource, replicas=1)
+    pod_spec = with_claim["spec"]["template"]["spec"]
+    pod_spec["resourceClaims"] = [{"name": "extra", "resourceClaimTemplateName": "one-gpu"}]
+    pod_spec["containers"][0]["resources"]["claims"] = [{"name": "extra"}]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}},
+    }
     async with labelled_namespace(kube, f"{names}-unsup", ENABLED) as ns:
-        await kube.create(DEPLOYMENTS, spread, ns)
+        await kube.create(CLAIM_TEMPLATES, template, ns)
+        await kube.create(DEPLOYMENTS, with_claim, ns)
 
         async def bound() -> dict[str, Any] | None:
-            items = await kube.list(PODS, ns, labelSelector="app=spread")
+            items = await kube.list(PODS, ns, labelSelector="app=claimed")
             return items[0] if items and items[0]["spec"].get("nodeName") else None
 
         p = await eventually(bound, timeout=90)
         assert p["spec"]["schedulerName"] == "default-scheduler"
         assert STEERED_ANNOTATION not in (p["metadata"].get("annotations") or {})
-        assert p["spec"]["nodeName"] in fleet.node_names()  # kube-scheduler gave it a device
+        assert p["spec"]["nodeName"] in fleet.node_names()  # kube-scheduler gave it its devices
         assert _admissions("unsupported") == before + 1
-        # The control, in the same namespace: the same pod without the spread is steered.
+        # The control, in the same namespace: the same pod without its own claim is steered.
         plain = await kube.create(PODS, bare_pod("plain", {resource: "1"}), ns)
         assert steered(plain)
 

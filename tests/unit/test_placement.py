@@ -203,7 +203,9 @@ def test_spec_node_name() -> None:
     s = cluster({"n1": 1, "n2": 1})
     assert decided(run(s, pod("a", gpus=1, node_name="n2"))).node == "n2"
     r = rejected(run(s, pod("b", gpus=1, node_name="n9")))
-    assert r.message == "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeName]."  # PreFilter's narrowing
+    assert (
+        r.message == "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeName]."
+    )  # PreFilter's narrowing
 
 
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
@@ -465,16 +467,6 @@ def _pod_affinity(kind: str) -> JSON:
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"affinity": _pod_affinity("podAffinity")}, "spec.affinity.podAffinity"),
-        ({"affinity": _pod_affinity("podAntiAffinity")}, "spec.affinity.podAntiAffinity"),
-        (
-            {
-                "topologySpreadConstraints": [
-                    {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
-                ]
-            },
-            "spec.topologySpreadConstraints",
-        ),
         ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, "spec.volumes"),
         ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, "spec.volumes"),
         ({"resourceClaims": [{"name": "extra", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
@@ -509,11 +501,19 @@ def test_supported_lookalikes_are_scheduled() -> None:
 
 
 def test_all_unsupported_fields_are_listed() -> None:
-    p = pod("web", topologySpreadConstraints=[{"maxSkew": 1}], resourceClaims=[{"name": "x"}])
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    p = pod("web", volumes=volumes, resourceClaims=[{"name": "x"}])
     assert unsupported_fields(p) == [
-        "spec.topologySpreadConstraints",
+        "spec.volumes (persistent volume claims may be bound to zones)",
         "spec.resourceClaims (ResourceClaims next to extended resources)",
     ]
+
+
+@pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])
+def test_required_pod_affinity_and_spreading_are_supported(kind: str) -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    for extra in ({"affinity": _pod_affinity(kind)}, {"topologySpreadConstraints": spread}):
+        assert unsupported_fields(pod("web", **extra)) == []
 
 
 def test_allocation_fatal_error_is_unresolvable() -> None:

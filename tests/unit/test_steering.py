@@ -159,15 +159,15 @@ def test_steer_iff_default_scheduler_and_a_mapped_nonzero_request(
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
 ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+EPHEMERAL = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
 PVC = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
 
 
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"topologySpreadConstraints": SPREAD}, "spec.topologySpreadConstraints"),
-        ({"affinity": ANTI}, "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
         ({"volumes": PVC}, "spec.volumes"),
+        ({"volumes": EPHEMERAL}, "spec.volumes"),
         ({"resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
     ],
 )
@@ -183,9 +183,9 @@ def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted
 
 
 def test_unsupported_is_only_reported_for_pods_that_would_otherwise_be_steered() -> None:
-    # a device-plugin pod with a spread is just "unchanged": draxr would not have taken it anyway
-    verdict = admission_verdict(pod({"nvidia.com/gpu": "1"}, topologySpreadConstraints=SPREAD), MAPPING)
+    # a device-plugin pod with a volume is just "unchanged": draxr would not have taken it anyway
+    verdict = admission_verdict(pod({"nvidia.com/gpu": "1"}, volumes=PVC), MAPPING)
     assert (verdict.steer, verdict.result, verdict.unsupported) == (False, "unchanged", ())
-    # a preferred pod affinity only ranks nodes: it never makes a pod unplaceable, so it is steered
-    preferred = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
-    assert admission_verdict(pod({"example.com/gpu": "1"}, affinity=preferred), MAPPING).result == "steered"
+    # spreading and inter-pod (anti-)affinity are draxr's to place as kube-scheduler does: steered
+    for extra in ({"topologySpreadConstraints": SPREAD}, {"affinity": ANTI}):
+        assert admission_verdict(pod({"example.com/gpu": "1"}, **extra), MAPPING).result == "steered"

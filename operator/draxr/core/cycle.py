@@ -97,7 +97,9 @@ def node_names(view: PodView) -> NodeNames:
     if names is not None and not names:
         if len(plugins) == 1:
             return NodeNames(names, tuple(plugins), f"node(s) didn't satisfy plugin {plugins[0]}")
-        return NodeNames(names, tuple(plugins), f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously")
+        return NodeNames(
+            names, tuple(plugins), f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously"
+        )
     return NodeNames(names, tuple(plugins), None)
 
 

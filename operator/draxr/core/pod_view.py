@@ -126,12 +126,6 @@ def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
     """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
     spec = pod.get("spec") or {}
     found: list[str] = []
-    affinity = spec.get("affinity") or {}
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            found.append(f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution")
-    if spec.get("topologySpreadConstraints"):
-        found.append("spec.topologySpreadConstraints")
     if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
         found.append("spec.volumes (persistent volume claims may be bound to zones)")
     if spec.get("resourceClaims"):
