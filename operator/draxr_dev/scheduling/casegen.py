@@ -424,7 +424,8 @@ def _affinity_term(g: Gen, own_labels: Mapping[str, str], own_ns: str, *, incomi
         g.tag("affinity:matchLabelKeys")
     if incoming and r.random() < 0.15:
         candidates = [k for k in ("version", "pod-template-hash", "tier") if k not in label_keys]
-        mismatch_keys = [r.choice(candidates)]
+        present = [k for k in candidates if k in own_labels]
+        mismatch_keys = [r.choice(present if present and r.random() < 0.75 else candidates)]
         g.tag("affinity:mismatchLabelKeys")
     term["labelSelector"] = _label_selector(r, own_labels, avoid=label_keys + mismatch_keys)
     if label_keys:
@@ -590,12 +591,16 @@ def _node_selector_term(g: Gen, nodes: Sequence[JSON]) -> JSON:
     if r.random() < 0.85:
         term["matchExpressions"] = [_node_selector_requirement(g, nodes) for _ in range(r.choice((1, 1, 2)))]
     if r.random() < 0.25 or not term:
+        # metadata.name takes exactly one value (API validation; the filter cannot parse more).
         names = [n["metadata"]["name"] for n in nodes]
-        values = sorted(set(r.sample(names, min(len(names), r.randint(1, 3)))))
-        if r.random() < 0.15:
-            values.append("node-absent")
-            g.tag("nodeAffinity:matchFields-absent-node")
-        term["matchFields"] = [{"key": "metadata.name", "operator": r.choice(("In", "In", "NotIn")), "values": values}]
+        fields = []
+        for _ in range(r.choice((1, 1, 1, 2))):
+            value = r.choice(names)
+            if r.random() < 0.12:
+                value = "node-absent"
+                g.tag("nodeAffinity:matchFields-absent-node")
+            fields.append({"key": "metadata.name", "operator": r.choice(("In", "In", "NotIn")), "values": [value]})
+        term["matchFields"] = fields
         g.tag("nodeAffinity:matchFields")
     return term
 
