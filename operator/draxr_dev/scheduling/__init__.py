@@ -19,7 +19,10 @@ topology spread matchLabelKeys not merged into labelSelector): the Go harness st
 through kube-apiserver's own PrepareForCreate first; ``casegen.as_stored(case)`` does the same
 in Python (checked against the harness's ``-print-stored``), and is what the Python side is
 given. No other API defaulting happens: cases carry defaulted values (requests, not limits
-alone; allocatable set on every node).
+alone; allocatable set on every node). Like kube-scheduler's cache, the harness only counts the
+existing pods that are bound (spec.nodeName) to a node of the case and not terminal (phase
+Succeeded or Failed are filtered out by its pod informer); terminating pods (deletionTimestamp) do
+count. Cases contain the other kinds on purpose.
 
 A result (the harness's output per case; the Python side returns the same, "weights" and
 "total" optional)::
