@@ -9,9 +9,9 @@ bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
 # clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
 # elsewhere) counts as needing the control plane; no argument at all means the whole suite.
-needs_cp=1 needs_135=1 needs_node=1
+needs_cp=1 needs_135=1 needs_node=1 needs_diff=1
 if [ $# -gt 0 ]; then
-  needs_cp=0 needs_135=0 needs_node=0
+  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0
   for arg in "$@"; do
     case "$arg" in
       -*|tests/unit|tests/unit/*) ;;
@@ -19,6 +19,7 @@ if [ $# -gt 0 ]; then
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
     case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
+    case "$arg" in tests|tests/|tests/differential*) needs_diff=1 ;; esac
   done
 fi
 if [ "$needs_cp" = 1 ]; then
@@ -32,6 +33,15 @@ if [ "$needs_node" = 1 ]; then
   DRAXR_NODE_BIN_DIR=$(bash hack/build-node.sh | tail -n 1)
   export DRAXR_NODE_BIN_DIR
   echo "[test] real-node binaries: $DRAXR_NODE_BIN_DIR" >&2
+fi
+if [ "$needs_diff" = 1 ]; then
+  # The differential tests' Go harnesses (upstream's DRA allocator, kube-scheduler's plugins), built
+  # (or reused) here so that a cold build does not count against pytest's per-test timeout; the
+  # tests' fixtures then find them in the cache.
+  for harness in allocator-harness scheduler-harness; do
+    binary=$(bash hack/build-harness.sh "$harness" | tail -n 1)
+    echo "[test] $harness: $binary" >&2
+  done
 fi
 if [ "$needs_135" = 1 ]; then
   # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.

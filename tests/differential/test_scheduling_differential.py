@@ -1,0 +1,189 @@
+"""Differential test: draxr's Python kube-scheduler filters and scores against kube-scheduler's Go plugins.
+
+The Go side is tests/scheduler_harness (k8s.io/kubernetes v1.37.2's pkg/scheduler: the default
+profile, the in-tree registry and the default feature gates), built and cached by
+hack/build-scheduler-harness.sh. Both evaluate the same generated cases
+(draxr_dev.scheduling.casegen, at least 2,000 of them): every node's filter outcome (first failing
+plugin, status code, reasons) must be the same, and every score plugin's normalised, unweighted
+score on every feasible node (tests/differential/compare_scheduling.py).
+
+The Python side is draxr_dev.scheduling.evaluate.evaluate_case, given each case with its pods as
+kube-apiserver stores them (casegen.as_stored: matchLabelKeys merged), which the harness does with
+upstream's own code; test_apiserver_merge_matches_upstream checks that both agree. Until
+evaluate_case exists the comparison is skipped (and only that); the harness itself is checked by
+tests/differential/test_scheduler_harness.py.
+
+Like the other differential test, this never skips for want of a Go toolchain: if the harness
+cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default 1), DRAXR_SCHED_DIFF_SCALE
+(default 1.0: 2,000 cases; the per-tag minimum of 20 scales with it).
+
+Reproducing a mismatch: the failure message names a directory holding cases.json, go.json and
+mismatches.json; `python -m tests.differential.compare_scheduling DIR/cases.json DIR/go.json`
+re-runs the Python side, and `<harness> -v=5 < one-case-list.json` shows upstream's decisions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from draxr_dev.scheduling import harness as go_harness
+from draxr_dev.scheduling.casegen import REQUIRED_TAGS, as_stored, feature_tally, format_tally, generate
+from tests.differential.compare_scheduling import compare, format_mismatch, run_python
+
+SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
+SCALE = float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
+COUNT = max(1, round(2000 * SCALE))
+MIN_CASES_PER_TAG = max(1, round(20 * min(SCALE, 1.0)))
+SHOW_MISMATCHES = 5
+
+
+@pytest.fixture(scope="module")
+def harness() -> Path:
+    """Builds (or reuses) the Go harness; errors, never skips, when that is impossible."""
+    start = time.monotonic()
+    binary = go_harness.build()
+    print(f"\n[sched-differential] scheduler harness {binary} ready after {time.monotonic() - start:.1f}s")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[dict[str, Any]]:
+    return generate(SEED, COUNT)
+
+
+@pytest.fixture(scope="module")
+def go_results(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    start = time.monotonic()
+    results = go_harness.run(harness, cases)
+    print(f"[sched-differential] Go: {len(results)} cases in {time.monotonic() - start:.1f}s")
+    return results
+
+
+def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[str, Any]]) -> None:
+    assert generate(SEED, COUNT) == cases, "the case generator is not deterministic"
+    assert len(cases) == COUNT
+    assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
+    tally = feature_tally(cases)
+    thin = {t: tally.get(t, 0) for t in REQUIRED_TAGS if tally.get(t, 0) < MIN_CASES_PER_TAG}
+    assert not thin, f"features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(tally)}"
+
+
+def test_harness_accepts_every_case_and_outcomes_vary(
+    cases: list[dict[str, Any]], go_results: list[dict[str, Any]]
+) -> None:
+    errors = [r for r in go_results if "error" in r]
+    assert not errors, f"{len(errors)} cases failed in the harness:\n" + "\n".join(
+        f"{r['name']}: {r['error'][:600]}" for r in errors[:5]
+    )
+    rejected_by: Counter[str] = Counter()
+    scheduled = 0
+    for r in go_results:
+        statuses = r["filter"].values()
+        scheduled += any(s is None for s in statuses)
+        rejected_by.update({s["plugin"] or "(PreFilterResult)" for s in statuses if s is not None})
+    print(
+        f"[sched-differential] schedulable: {scheduled}/{len(go_results)}; cases with a node rejected by: "
+        f"{dict(sorted(rejected_by.items()))}"
+    )
+    assert 0.3 * len(cases) < scheduled < len(cases), f"{scheduled} of {len(cases)} cases have a feasible node"
+    for plugin in (
+        "NodeUnschedulable",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "(PreFilterResult)",
+    ):
+        assert rejected_by[plugin] >= MIN_CASES_PER_TAG, f"{plugin} rejects a node in only {rejected_by[plugin]} cases"
+    nonzero: Counter[str] = Counter()
+    for r in go_results:
+        nonzero.update({p for p, nodes in r["scores"].items() if any(nodes.values())})
+    for plugin in (
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
+    ):
+        assert nonzero[plugin] >= MIN_CASES_PER_TAG, f"{plugin} scores non-zero in only {nonzero[plugin]} cases"
+
+
+def _scheduling_view(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    return {
+        "podAffinity": affinity.get("podAffinity"),
+        "podAntiAffinity": affinity.get("podAntiAffinity"),
+        "topologySpreadConstraints": spec.get("topologySpreadConstraints"),
+    }
+
+
+def test_apiserver_merge_matches_upstream(harness: Path, cases: list[dict[str, Any]]) -> None:
+    """casegen.as_stored (what the Python side is given) = upstream's PrepareForCreate (what Go uses)."""
+    sample = [
+        c
+        for c in cases
+        if "affinity:matchLabelKeys" in c["tags"]
+        or "affinity:mismatchLabelKeys" in c["tags"]
+        or "spread:matchLabelKeys" in c["tags"]
+    ][:300]
+    assert len(sample) >= MIN_CASES_PER_TAG
+    upstream = go_harness.stored(harness, sample)
+    for case, go in zip(sample, upstream, strict=True):
+        assert "error" not in go, f"{case['name']}: {go['error']}"
+        py = as_stored(case)
+        assert _scheduling_view(py["pod"]) == _scheduling_view(go["pod"]), case["name"]
+        assert [_scheduling_view(p) for p in py["pods"]] == [_scheduling_view(p) for p in go["pods"]], case["name"]
+
+
+def test_python_scheduler_matches_upstream(
+    cases: list[dict[str, Any]], go_results: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    if importlib.util.find_spec("draxr_dev.scheduling.evaluate") is None:
+        pytest.skip("draxr_dev.scheduling.evaluate (the Python side) does not exist yet")
+    py_results, py_seconds, runner = run_python(cases)
+    mismatches = compare(cases, go_results, py_results)
+    tally = feature_tally(cases)
+    families = Counter(c["family"] for c in cases)
+    report = "\n".join(
+        [
+            f"[sched-differential] seed {SEED}, {len(cases)} cases in {len(families)} families; "
+            f"python ({runner}) took {py_seconds:.1f}s",
+            "[sched-differential] feature coverage (cases per tag):",
+            format_tally(tally),
+        ]
+    )
+    print(report)
+    if not mismatches:
+        return
+    out_dir = tmp_path / "scheduling-differential"
+    out_dir.mkdir()
+    (out_dir / "cases.json").write_text(json.dumps(cases))
+    (out_dir / "go.json").write_text(json.dumps(go_results))
+    mismatch_file = out_dir / "mismatches.json"
+    mismatch_file.write_text(json.dumps(mismatches, indent=1))
+    by_family = Counter(m["family"] for m in mismatches)
+    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in mismatches for d in m["differences"])
+    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
+    message = (
+        f"{len(mismatches)} of {len(cases)} cases differ between kube-scheduler's Go plugins and the Python "
+        f"side (by family: {dict(sorted(by_family.items()))}; by field: {dict(sorted(by_what.items()))}).\n"
+        f"All mismatches (with their cases): {mismatch_file}\n"
+        f"Re-run the Python side: python -m tests.differential.compare_scheduling {out_dir}/cases.json "
+        f"{out_dir}/go.json\n"
+        f"First {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}\n\n{report}"
+    )
+    print(f"[sched-differential] mismatches written to {mismatch_file}")
+    pytest.fail(message, pytrace=False)

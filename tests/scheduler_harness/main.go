@@ -1,0 +1,709 @@
+// Command scheduler-harness runs kube-scheduler's own filter and score plugins
+// (k8s.io/kubernetes/pkg/scheduler, the exact module version in go.mod) on a batch of
+// cases and reports what each plugin decides, so that draxr's Python re-implementation of
+// kube-scheduler's filters and scores can be compared against it (tests/differential).
+//
+// Input on stdin: one JSON list of cases (or {"cases": [...]}); Kubernetes objects in their
+// v1 JSON form:
+//
+//	{"name": "...", "tags": ["..."],            // tags (and "family") are ignored
+//	 "nodes": [<v1 Node>],
+//	 "pods": [<v1 Pod, spec.nodeName set>],      // existing pods
+//	 "namespaces": [<v1 Namespace>],
+//	 "services": [<v1 Service>],
+//	 "replicationControllers": [<v1 ReplicationController>],
+//	 "replicaSets": [<apps/v1 ReplicaSet>],
+//	 "statefulSets": [<apps/v1 StatefulSet>],
+//	 // optional, for volume cases:
+//	 "persistentVolumes": [<v1 PersistentVolume>],
+//	 "persistentVolumeClaims": [<v1 PersistentVolumeClaim>],
+//	 "storageClasses": [<storage/v1 StorageClass>],
+//	 "csiNodes": [<storage/v1 CSINode>],
+//	 "csiDrivers": [<storage/v1 CSIDriver>],
+//	 "csiStorageCapacities": [<storage/v1 CSIStorageCapacity>],
+//	 "pod": <v1 Pod to place>}
+//
+// Output on stdout: one JSON list with one result per case, in input order:
+//
+//	{"name": "...",
+//	 "filter": {"<node>": null | {"plugin": "...", "code": "...", "reasons": ["..."]}},
+//	 "scores": {"<score plugin>": {"<feasible node>": <normalised, unweighted score>}},
+//	 "weights": {"<score plugin>": <weight>},
+//	 "total": {"<feasible node>": <weighted sum>}}
+//
+// or {"name": "...", "error": "..."} when the case is invalid or a plugin fails with an
+// error (not a rejection): upstream then fails the whole scheduling attempt.
+//
+// What is run, per case, the way pkg/scheduler/schedule_one.go runs it:
+//
+//   - the framework: kube-scheduler's default profile (the v1 KubeSchedulerConfiguration
+//     defaults converted to the internal config, exactly as scheduler.New does without a
+//     config file: default plugins and plugin args, PodTopologySpread system-default
+//     constraints, InterPodAffinity hardPodAffinityWeight=1, ...), the in-tree registry and
+//     the default feature gates of this binary (-print-default-features,
+//     -print-profile);
+//   - a fake clientset and a SharedInformerFactory (scheduler.NewInformerFactory) holding
+//     every object of the case, including the nodes and all pods, started and synced before
+//     the pod is evaluated; the DRA manager, CSI manager and pod-group manager wired as
+//     scheduler.New wires them;
+//   - the snapshot is built by the scheduler's own cache (backend/cache: AddNode, AddPod,
+//     UpdateSnapshot) from the nodes and the existing pods that the scheduler's pod informer
+//     would hand it: pods with spec.nodeName set and a phase other than Succeeded/Failed
+//     (its field selector), terminating pods included;
+//   - RunPreFilterPlugins. A rejection (Unschedulable or UnschedulableAndUnresolvable) is
+//     reported on every node as that status (plugin = the rejecting plugin, or "" when the
+//     merged PreFilterResult is empty: upstream's status then names no plugin). A
+//     PreFilterResult that narrows the nodes: every node outside it reports what
+//     findNodesThatFitPod records for absent nodes, {"plugin": "", "code":
+//     "UnschedulableAndUnresolvable", "reasons": ["node(s) didn't satisfy plugin(s) [P ...]"]}.
+//     Any other status is an error of the case;
+//   - RunFilterPluginsWithNominatedPods on each remaining node (no pod is nominated, so it is
+//     RunFilterPlugins): null when it passes, else the first failing plugin, its status code
+//     and reasons (a Filter plugin returning an error: code "Error", reasons [message]);
+//   - RunPreScorePlugins and RunScorePlugins on the feasible nodes, even when there is only
+//     one (upstream then skips scoring and takes it). scores[plugin][node] is the plugin's
+//     score after NormalizeScore and before the weight (RunScorePlugins' weighted score
+//     divided by the plugin's weight); a plugin whose PreScore returned Skip scores 0 on
+//     every node. total[node] is the weighted sum RunScorePlugins returns.
+//
+// Pods are prepared the way kube-apiserver 1.37.2 stores them on create, so that cases can
+// be written the way users write them: every pod (the incoming one and the existing ones)
+// goes through the pod registry's PrepareForCreate (pkg/registry/core/pod, converted to the
+// internal type and back), which merges pod (anti-)affinity matchLabelKeys and
+// mismatchLabelKeys into the term's labelSelector (MatchLabelKeysInPodAffinity) and, with
+// MatchLabelKeysInPodTopologySpreadSelectorMerge, topology spread matchLabelKeys into the
+// constraint's labelSelector (the plugin merges them again itself: the same requirement
+// twice selects the same pods). The merge appends `key In [value]` / `key NotIn [value]`
+// requirements for keys the pod has as labels. The pod's status and generation are kept as
+// given (PrepareForCreate would reset them). No v1 defaulting is applied: cases carry
+// defaulted values themselves. A pod without a UID gets "uid-<namespace>-<name>" (the
+// scheduler's cache is keyed by UID). -print-stored prints the prepared pods instead of
+// scheduling, so that a Python emulation of the merge can be checked against this one.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes/fake"
+	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	"k8s.io/kubernetes/pkg/features"
+	podregistry "k8s.io/kubernetes/pkg/registry/core/pod"
+	"k8s.io/kubernetes/pkg/scheduler"
+	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+)
+
+type testCase struct {
+	Name                   string                          `json:"name"`
+	Family                 string                          `json:"family,omitempty"`
+	Tags                   []string                        `json:"tags,omitempty"`
+	Nodes                  []*v1.Node                      `json:"nodes"`
+	Pods                   []*v1.Pod                       `json:"pods"`
+	Namespaces             []*v1.Namespace                 `json:"namespaces"`
+	Services               []*v1.Service                   `json:"services"`
+	ReplicationControllers []*v1.ReplicationController     `json:"replicationControllers"`
+	ReplicaSets            []*appsv1.ReplicaSet            `json:"replicaSets"`
+	StatefulSets           []*appsv1.StatefulSet           `json:"statefulSets"`
+	PersistentVolumes      []*v1.PersistentVolume          `json:"persistentVolumes,omitempty"`
+	PersistentVolumeClaims []*v1.PersistentVolumeClaim     `json:"persistentVolumeClaims,omitempty"`
+	StorageClasses         []*storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	CSINodes               []*storagev1.CSINode            `json:"csiNodes,omitempty"`
+	CSIDrivers             []*storagev1.CSIDriver          `json:"csiDrivers,omitempty"`
+	CSIStorageCapacities   []*storagev1.CSIStorageCapacity `json:"csiStorageCapacities,omitempty"`
+	Pod                    *v1.Pod                         `json:"pod"`
+}
+
+type nodeStatus struct {
+	Plugin  string   `json:"plugin"`
+	Code    string   `json:"code"`
+	Reasons []string `json:"reasons"`
+}
+
+type result struct {
+	Name    string                      `json:"name"`
+	Filter  map[string]*nodeStatus      `json:"filter"`
+	Scores  map[string]map[string]int64 `json:"scores"`
+	Weights map[string]int64            `json:"weights"`
+	Total   map[string]int64            `json:"total"`
+}
+
+type failure struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+type storedPods struct {
+	Name string    `json:"name"`
+	Pod  *v1.Pod   `json:"pod"`
+	Pods []*v1.Pod `json:"pods"`
+}
+
+// defaultProfile is what scheduler.New uses without a config file (applyDefaultProfile).
+func defaultProfile() (*schedulerapi.KubeSchedulerProfile, error) {
+	var versionedCfg configv1.KubeSchedulerConfiguration
+	scheme.Scheme.Default(&versionedCfg)
+	cfg := schedulerapi.KubeSchedulerConfiguration{}
+	if err := scheme.Scheme.Convert(&versionedCfg, &cfg, nil); err != nil {
+		return nil, err
+	}
+	if len(cfg.Profiles) != 1 {
+		return nil, fmt.Errorf("the default configuration has %d profiles, want 1", len(cfg.Profiles))
+	}
+	return &cfg.Profiles[0], nil
+}
+
+// noNominator: no pod is nominated to any node.
+type noNominator struct{}
+
+func (noNominator) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+func (noNominator) DeleteNominatedPodIfExists(*v1.Pod)                            {}
+func (noNominator) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
+func (noNominator) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
+
+// prepareForCreate returns the pod as kube-apiserver would store it on create (see the
+// package comment): PrepareForCreate on the internal type; status and generation kept.
+func prepareForCreate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+	internal := &api.Pod{}
+	if err := legacyscheme.Scheme.Convert(pod, internal, nil); err != nil {
+		return nil, fmt.Errorf("converting pod %s/%s to the internal type: %w", pod.Namespace, pod.Name, err)
+	}
+	podregistry.Strategy.PrepareForCreate(ctx, internal)
+	out := &v1.Pod{}
+	if err := legacyscheme.Scheme.Convert(internal, out, nil); err != nil {
+		return nil, fmt.Errorf("converting pod %s/%s back to v1: %w", pod.Namespace, pod.Name, err)
+	}
+	out.Status = *pod.Status.DeepCopy()
+	out.Generation = pod.Generation
+	out.TypeMeta = pod.TypeMeta
+	if out.UID == "" {
+		out.UID = types.UID(fmt.Sprintf("uid-%s-%s", out.Namespace, out.Name))
+	}
+	return out, nil
+}
+
+func preparePods(ctx context.Context, tc *testCase) (*v1.Pod, []*v1.Pod, error) {
+	if tc.Pod == nil {
+		return nil, nil, errors.New("pod is missing")
+	}
+	pod, err := prepareForCreate(ctx, tc.Pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods := make([]*v1.Pod, 0, len(tc.Pods))
+	for i, p := range tc.Pods {
+		if p == nil {
+			return nil, nil, fmt.Errorf("pods[%d] is null", i)
+		}
+		prepared, err := prepareForCreate(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		pods = append(pods, prepared)
+	}
+	return pod, pods, nil
+}
+
+type runner struct {
+	registry    frameworkruntime.Registry
+	profile     *schedulerapi.KubeSchedulerProfile
+	parallelism int
+	timeout     time.Duration
+}
+
+func (r *runner) run(tc *testCase) (out any) {
+	defer func() {
+		if p := recover(); p != nil {
+			out = failure{Name: tc.Name, Error: fmt.Sprintf("panic: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	res, err := r.evaluate(tc)
+	if err != nil {
+		return failure{Name: tc.Name, Error: err.Error()}
+	}
+	res.Name = tc.Name
+	return res
+}
+
+func (r *runner) evaluate(tc *testCase) (*result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	logger := klog.FromContext(ctx).WithValues("case", tc.Name)
+	ctx = klog.NewContext(ctx, logger)
+
+	pod, pods, err := preparePods(ctx, tc)
+	if err != nil {
+		return nil, err
+	}
+	nodeNames := sets.New[string]()
+	for i, node := range tc.Nodes {
+		if node == nil || node.Name == "" {
+			return nil, fmt.Errorf("nodes[%d] has no name", i)
+		}
+		if nodeNames.Has(node.Name) {
+			return nil, fmt.Errorf("node %q appears twice", node.Name)
+		}
+		nodeNames.Insert(node.Name)
+	}
+	podKeys := sets.New[string]()
+	for _, p := range append([]*v1.Pod{pod}, pods...) {
+		key := p.Namespace + "/" + p.Name
+		if p.Name == "" || p.Namespace == "" {
+			return nil, fmt.Errorf("pod %q has no name or namespace", key)
+		}
+		if podKeys.Has(key) || podKeys.Has(string(p.UID)) {
+			return nil, fmt.Errorf("pod %q (uid %s) appears twice", key, p.UID)
+		}
+		podKeys.Insert(key, string(p.UID))
+	}
+
+	objects := []apiruntime.Object{pod}
+	for _, n := range tc.Nodes {
+		objects = append(objects, n)
+	}
+	for _, p := range pods {
+		objects = append(objects, p)
+	}
+	for _, o := range tc.Namespaces {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.Services {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.ReplicationControllers {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.ReplicaSets {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.StatefulSets {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.PersistentVolumes {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.PersistentVolumeClaims {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.StorageClasses {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.CSINodes {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.CSIDrivers {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.CSIStorageCapacities {
+		objects = append(objects, o)
+	}
+	for i, o := range objects {
+		if o == nil || reflectNil(o) {
+			return nil, fmt.Errorf("object #%d of the case is null", i)
+		}
+	}
+	client := fake.NewClientset(objects...)
+	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
+	defer informerFactory.Shutdown()
+	// Stop the informers (and every other goroutine started with ctx) before Shutdown.
+	defer cancel()
+
+	// The snapshot, built by the scheduler's cache as scheduleOne does (UpdateSnapshot).
+	gates := utilfeature.DefaultFeatureGate
+	schedulerCache := internalcache.New(ctx, nil, gates.Enabled(features.GenericWorkload), gates.Enabled(features.CompositePodGroup))
+	for _, n := range tc.Nodes {
+		schedulerCache.AddNode(logger, n)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			// Not assigned, or filtered out by the scheduler's pod informer.
+			continue
+		}
+		if err := schedulerCache.AddPod(logger, p); err != nil {
+			return nil, fmt.Errorf("adding pod %s/%s to the cache: %w", p.Namespace, p.Name, err)
+		}
+	}
+	snapshot := internalcache.NewEmptySnapshot()
+	if err := schedulerCache.UpdateSnapshot(logger, snapshot); err != nil {
+		return nil, fmt.Errorf("UpdateSnapshot: %w", err)
+	}
+
+	// As in scheduler.New.
+	var draManager fwk.SharedDRAManager
+	if gates.Enabled(features.DynamicResourceAllocation) {
+		claimCache := assumecache.NewAssumeCache(logger, informerFactory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+		trackerOpts := resourceslicetracker.Options{
+			EnableDeviceTaintRules:   gates.Enabled(features.DRADeviceTaintRules),
+			EnableConsumableCapacity: gates.Enabled(features.DRAConsumableCapacity),
+			SliceInformer:            informerFactory.Resource().V1().ResourceSlices(),
+			KubeClient:               client,
+		}
+		if trackerOpts.EnableDeviceTaintRules {
+			trackerOpts.TaintInformer = informerFactory.Resource().V1().DeviceTaintRules()
+		}
+		tracker, err := resourceslicetracker.StartTracker(ctx, trackerOpts)
+		if err != nil {
+			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
+		}
+		draManager = dynamicresources.NewDRAManager(ctx, claimCache, tracker, informerFactory)
+	}
+	csiManager := nodevolumelimits.NewCSIManager(informerFactory.Storage().V1().CSINodes().Lister())
+
+	schedFramework, err := frameworkruntime.NewFramework(ctx, r.registry, r.profile.DeepCopy(),
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informerFactory),
+		frameworkruntime.WithSharedDRAManager(draManager),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithMutableSnapshotLister(snapshot),
+		frameworkruntime.WithParallelism(r.parallelism),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodsInPreBind(frameworkruntime.NewPodsInPreBindMap()),
+		frameworkruntime.WithSharedCSIManager(csiManager),
+		frameworkruntime.WithPodGroupManager(schedulerCache),
+		frameworkruntime.WithPodNominator(noNominator{}),
+		frameworkruntime.WithLogger(logger),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("NewFramework: %w", err)
+	}
+	defer func() { _ = schedFramework.Close() }()
+
+	informerFactory.Start(ctx.Done())
+	synced := informerFactory.WaitForCacheSyncWithContext(ctx)
+	for typ, ok := range synced.Synced {
+		if !ok {
+			return nil, fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+
+	return schedule(ctx, schedFramework, snapshot, pod)
+}
+
+// reflectNil: a JSON null in a list decodes to a typed nil pointer.
+func reflectNil(o apiruntime.Object) bool {
+	v := reflect.ValueOf(o)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+func statusOf(s *fwk.Status) *nodeStatus {
+	reasons := s.Reasons()
+	if reasons == nil {
+		reasons = []string{}
+	}
+	if s.Code() == fwk.Error && len(reasons) == 0 && s.AsError() != nil {
+		reasons = []string{s.AsError().Error()}
+	}
+	return &nodeStatus{Plugin: s.Plugin(), Code: s.Code().String(), Reasons: reasons}
+}
+
+// schedule mirrors schedulePod / findNodesThatFitPod / prioritizeNodes (schedule_one.go),
+// recording every node's filter outcome and every plugin's score.
+func schedule(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, error) {
+	allNodes, err := snapshot.NodeInfos().List()
+	if err != nil {
+		return nil, err
+	}
+	res := &result{
+		Filter:  make(map[string]*nodeStatus, len(allNodes)),
+		Scores:  map[string]map[string]int64{},
+		Weights: map[string]int64{},
+		Total:   map[string]int64{},
+	}
+	for _, p := range f.ListPlugins().Score.Enabled {
+		res.Weights[p.Name] = int64(p.Weight)
+		res.Scores[p.Name] = map[string]int64{}
+	}
+
+	state := framework.NewCycleState()
+	preRes, s, unscheduledPlugins := f.RunPreFilterPlugins(ctx, state, pod)
+	if !s.IsSuccess() {
+		if !s.IsRejected() {
+			return nil, fmt.Errorf("PreFilter: %w", s.AsError())
+		}
+		for _, n := range allNodes {
+			res.Filter[n.Node().Name] = statusOf(s)
+		}
+		return res, nil
+	}
+	nodes := allNodes
+	if !preRes.AllNodes() {
+		absent := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(unscheduledPlugins)))
+		nodes = nil
+		for _, n := range allNodes {
+			if preRes.NodeNames.Has(n.Node().Name) {
+				nodes = append(nodes, n)
+			} else {
+				res.Filter[n.Node().Name] = statusOf(absent)
+			}
+		}
+	}
+	var feasible []fwk.NodeInfo
+	for _, n := range nodes {
+		status := f.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
+		if status.IsSuccess() {
+			res.Filter[n.Node().Name] = nil
+			feasible = append(feasible, n)
+			continue
+		}
+		res.Filter[n.Node().Name] = statusOf(status)
+	}
+	if len(feasible) == 0 {
+		return res, nil
+	}
+	// Upstream returns the only feasible node without scoring; scores are computed anyway.
+	if s := f.RunPreScorePlugins(ctx, state, pod, feasible); !s.IsSuccess() {
+		return nil, fmt.Errorf("PreScore: %w", s.AsError())
+	}
+	nodeScores, s := f.RunScorePlugins(ctx, state, pod, feasible)
+	if !s.IsSuccess() {
+		return nil, fmt.Errorf("Score: %w", s.AsError())
+	}
+	for plugin := range res.Scores {
+		for _, n := range feasible {
+			res.Scores[plugin][n.Node().Name] = 0
+		}
+	}
+	for _, ns := range nodeScores {
+		res.Total[ns.Name] = ns.TotalScore
+		for _, ps := range ns.Scores {
+			weight := res.Weights[ps.Name]
+			if weight == 0 {
+				return nil, fmt.Errorf("score plugin %q has no weight", ps.Name)
+			}
+			if ps.Score%weight != 0 {
+				return nil, fmt.Errorf("score plugin %q: weighted score %d is not a multiple of its weight %d", ps.Name, ps.Score, weight)
+			}
+			if _, ok := res.Scores[ps.Name]; !ok {
+				res.Scores[ps.Name] = map[string]int64{}
+			}
+			res.Scores[ps.Name][ns.Name] = ps.Score / weight
+		}
+	}
+	return res, nil
+}
+
+func readCases(in io.Reader) ([]*testCase, error) {
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, err
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '{' {
+		var wrapper struct {
+			Cases json.RawMessage `json:"cases"`
+		}
+		if err := json.Unmarshal(data, &wrapper); err != nil {
+			return nil, err
+		}
+		data = wrapper.Cases
+	}
+	var cases []*testCase
+	dec := json.NewDecoder(bytes.NewReader(data))
+	// Unknown top-level fields are most likely typos in the case generator.
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cases); err != nil {
+		return nil, err
+	}
+	return cases, nil
+}
+
+func featureReport() map[string]any {
+	gate := utilfeature.DefaultMutableFeatureGate
+	all := map[string]bool{}
+	for name := range gate.GetAll() {
+		all[string(name)] = gate.Enabled(name)
+	}
+	return map[string]any{
+		"emulationVersion":        gate.EmulationVersion().String(),
+		"minCompatibilityVersion": gate.MinCompatibilityVersion().String(),
+		// What the in-tree plugins are given (plugins/feature.Features).
+		"schedulerFeatures": plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate),
+		"featureGates":      all,
+	}
+}
+
+type pluginEntry struct {
+	Name   string `json:"name"`
+	Weight int32  `json:"weight,omitempty"`
+}
+
+func profileReport(r *runner) (map[string]any, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
+	defer informerFactory.Shutdown()
+	defer cancel()
+	snapshot := internalcache.NewEmptySnapshot()
+	f, err := frameworkruntime.NewFramework(ctx, r.registry, r.profile.DeepCopy(),
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informerFactory),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithMutableSnapshotLister(snapshot),
+		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(informerFactory.Storage().V1().CSINodes().Lister())),
+		frameworkruntime.WithPodGroupManager(internalcache.New(ctx, nil, false, false)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	list := f.ListPlugins()
+	points := map[string][]pluginEntry{}
+	add := func(point string, set *schedulerapi.PluginSet) {
+		for _, p := range set.Enabled {
+			points[point] = append(points[point], pluginEntry{Name: p.Name, Weight: p.Weight})
+		}
+	}
+	add("preEnqueue", &list.PreEnqueue)
+	add("queueSort", &list.QueueSort)
+	add("preFilter", &list.PreFilter)
+	add("filter", &list.Filter)
+	add("postFilter", &list.PostFilter)
+	add("preScore", &list.PreScore)
+	add("score", &list.Score)
+	add("reserve", &list.Reserve)
+	add("permit", &list.Permit)
+	add("preBind", &list.PreBind)
+	add("bind", &list.Bind)
+	add("postBind", &list.PostBind)
+	args := map[string]any{}
+	for _, pc := range r.profile.PluginConfig {
+		args[pc.Name] = pc.Args
+	}
+	multiPoint := []pluginEntry{}
+	for _, p := range r.profile.Plugins.MultiPoint.Enabled {
+		multiPoint = append(multiPoint, pluginEntry{Name: p.Name, Weight: p.Weight})
+	}
+	return map[string]any{
+		"schedulerName": r.profile.SchedulerName,
+		"multiPoint":    multiPoint,
+		"plugins":       points,
+		"pluginArgs":    args,
+	}, nil
+}
+
+func writeJSON(v any) {
+	w := bufio.NewWriter(os.Stdout)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduler-harness: writing output: %v\n", err)
+		os.Exit(2)
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduler-harness: writing output: %v\n", err)
+		os.Exit(2)
+	}
+}
+
+func main() {
+	klog.InitFlags(nil)
+	printFeatures := flag.Bool("print-default-features", false, "print the feature gates (and the plugins' feature struct) as JSON and exit")
+	printProfile := flag.Bool("print-profile", false, "print the default profile's plugins per extension point, with score weights, and the plugin args as JSON and exit")
+	printStored := flag.Bool("print-stored", false, "print each case's pods as prepared for scheduling (kube-apiserver's create path) instead of scheduling")
+	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0)*4, "cases evaluated concurrently (each has its own fake clientset, informers and framework)")
+	pluginParallelism := flag.Int("plugin-parallelism", parallelize.DefaultParallelism, "the framework's parallelism (kube-scheduler's default is 16)")
+	timeout := flag.Duration("timeout", 60*time.Second, "per-case timeout")
+	flag.Parse()
+
+	metrics.Register()
+	profile, err := defaultProfile()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scheduler-harness: default profile: %v\n", err)
+		os.Exit(2)
+	}
+	r := &runner{
+		registry:    frameworkplugins.NewInTreeRegistry(),
+		profile:     profile,
+		parallelism: *pluginParallelism,
+		timeout:     *timeout,
+	}
+
+	switch {
+	case *printFeatures:
+		writeJSON(featureReport())
+		return
+	case *printProfile:
+		report, err := profileReport(r)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scheduler-harness: %v\n", err)
+			os.Exit(2)
+		}
+		writeJSON(report)
+		return
+	}
+
+	cases, err := readCases(bufio.NewReader(os.Stdin))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scheduler-harness: reading cases: %v\n", err)
+		os.Exit(2)
+	}
+
+	if *printStored {
+		out := make([]any, len(cases))
+		for i, tc := range cases {
+			pod, pods, err := preparePods(context.Background(), tc)
+			if err != nil {
+				out[i] = failure{Name: tc.Name, Error: err.Error()}
+				continue
+			}
+			out[i] = storedPods{Name: tc.Name, Pod: pod, Pods: pods}
+		}
+		writeJSON(out)
+		return
+	}
+
+	outcomes := make([]any, len(cases))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	workers := max(1, *parallel)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				outcomes[i] = r.run(cases[i])
+			}
+		}()
+	}
+	for i := range cases {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	writeJSON(outcomes)
+}
