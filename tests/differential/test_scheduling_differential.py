@@ -9,9 +9,8 @@ score on every feasible node (tests/differential/compare_scheduling.py).
 
 The Python side is draxr_dev.scheduling.evaluate.evaluate_case, given each case with its pods as
 kube-apiserver stores them (casegen.as_stored: matchLabelKeys merged), which the harness does with
-upstream's own code; test_apiserver_merge_matches_upstream checks that both agree. Until
-evaluate_case exists the comparison is skipped (and only that); the harness itself is checked by
-tests/differential/test_scheduler_harness.py.
+upstream's own code; test_apiserver_merge_matches_upstream checks that both agree. The harness
+itself is checked by tests/differential/test_scheduler_harness.py.
 
 Like the other differential test, this never skips for want of a Go toolchain: if the harness
 cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default 1), DRAXR_SCHED_DIFF_SCALE
@@ -24,7 +23,6 @@ re-runs the Python side, and `<harness> -v=5 < one-case-list.json` shows upstrea
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -151,8 +149,6 @@ def test_apiserver_merge_matches_upstream(harness: Path, cases: list[dict[str, A
 def test_python_scheduler_matches_upstream(
     cases: list[dict[str, Any]], go_results: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    if importlib.util.find_spec("draxr_dev.scheduling.evaluate") is None:
-        pytest.skip("draxr_dev.scheduling.evaluate (the Python side) does not exist yet")
     py_results, py_seconds, runner = run_python(cases)
     mismatches = compare(cases, go_results, py_results)
     tally = feature_tally(cases)

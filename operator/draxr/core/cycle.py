@@ -202,7 +202,8 @@ def score_nodes(
     # ImageLocality (no normalisation).
     total_nodes = len(state.nodes)
     out["ImageLocality"] = {
-        n.name: image_locality_score(view.images, n.images, state.image_nodes, total_nodes) for n in nodes
+        n.name: image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
+        for n in nodes
     }
 
     # PodTopologySpread (soft constraints, or the system defaults).

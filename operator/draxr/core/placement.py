@@ -76,6 +76,12 @@ def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
     )
 
 
+def fit_unresolvable(checked: list[tuple[str, int]], node: NodeInfo, dra_names: Collection[str]) -> bool:
+    """Whether NodeResourcesFit's rejection is UnschedulableAndUnresolvable: some request exceeds
+    the node's allocatable itself (no pod leaving would help)."""
+    return any(want > node.allocatable.get(name, 0) for name, want in checked if name not in dra_names)
+
+
 def insufficient(
     checked: list[tuple[str, int]], node: NodeInfo, usage: NodeUsage, dra_names: Collection[str]
 ) -> list[str]:

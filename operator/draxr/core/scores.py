@@ -8,7 +8,7 @@ node; `WEIGHTS` are the default profile's.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
@@ -134,16 +134,20 @@ def normalized_image_name(name: str) -> str:
 
 
 def image_locality_score(
-    images: Sequence[str], node_images: Mapping[str, int], nodes_with: Mapping[str, int], total_nodes: int
+    images: Sequence[str],
+    node_images: Collection[str],
+    sizes: Mapping[str, int],
+    nodes_with: Mapping[str, int],
+    total_nodes: int,
 ) -> int:
     """``images``: the pod's init and regular containers' images (and image volumes), in order;
-    ``node_images``: name -> size on this node; ``nodes_with``: name -> how many nodes have it."""
+    ``node_images``: the names this node has; ``sizes``: name -> size as the cluster knows it;
+    ``nodes_with``: name -> how many nodes have it."""
     total = 0
     for image in images:
         name = normalized_image_name(image)
-        size = node_images.get(name)
-        if size is not None:
-            total += int(size * (nodes_with.get(name, 0) / total_nodes))
+        if name in node_images:
+            total += int(sizes.get(name, 0) * (nodes_with.get(name, 0) / total_nodes))
     max_threshold = _MAX_CONTAINER_IMAGE_THRESHOLD * len(images)
     if total < _MIN_IMAGE_THRESHOLD:
         total = _MIN_IMAGE_THRESHOLD

@@ -427,6 +427,7 @@ class ClusterState:
         self.service_selectors: dict[str, dict[str, Selector]] = {}  # namespace -> name -> selector
         self.controller_selectors: dict[tuple[str, str, str], tuple[str, Selector]] = {}  # (ns, kind, name)
         self.image_nodes: dict[str, int] = {}  # image name -> number of nodes that have it
+        self.image_sizes: dict[str, int] = {}  # image name -> its size (ImageStateSummary.Size)
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
@@ -446,12 +447,15 @@ class ClusterState:
             self.generation += 1  # (a status heartbeat changes nothing a filter reads)
 
     def _count_images(self, node: NodeInfo | None, sign: int) -> None:
-        for name in node.images if node is not None else ():
+        for name, size in node.images.items() if node is not None else ():
             n = self.image_nodes.get(name, 0) + sign
             if n > 0:
                 self.image_nodes[name] = n
+                # Like kube-scheduler's cache: the size the first node reported, kept while any has it.
+                self.image_sizes.setdefault(name, size)
             else:
                 self.image_nodes.pop(name, None)
+                self.image_sizes.pop(name, None)
 
     def remove_node(self, name: str) -> None:
         self._count_images(self.nodes.get(name), -1)

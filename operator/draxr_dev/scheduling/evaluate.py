@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from draxr.core.cycle import prepare, score_nodes, weighted_total
-from draxr.core.placement import cheap_filter, fit_checked, insufficient
+from draxr.core.placement import cheap_filter, fit_checked, fit_unresolvable, insufficient
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import ClusterState, NodeUsage, PodInfo
 
@@ -103,7 +103,8 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
             continue
         fit = insufficient(checked, node, usage, ())
         if fit:
-            filters[name] = {"plugin": "NodeResourcesFit", "code": "Unschedulable", "reasons": fit}
+            code = _UNRESOLVABLE if fit_unresolvable(checked, node, ()) else "Unschedulable"
+            filters[name] = {"plugin": "NodeResourcesFit", "code": code, "reasons": fit}
             continue
         other = cycle.filter(node)
         if other is not None:
