@@ -8,6 +8,10 @@ A pod asks for `count` devices of `example.com/gpu-<i mod classes>`; the run sch
 `--fill` of all devices are taken and reports the mean CPU time per decision over all of them.
 `--selector` puts a CEL request selector on the DeviceClass (25 classes share one driver and differ
 by a model attribute, like the upstream scheduler_perf ExtendedResource_25Classes workload).
+`--workload` adds kube-scheduler's inter-pod features, pods grouped by class (`app=g<i mod classes>`):
+`spread` a hard topology spread over hostname (maxSkew 1), `anti-affinity` a required
+anti-affinity over hostname within the group, `replicaset` pods owned by a ReplicaSet selecting the
+group (the system default spreading scores every decision); `bare` (default) none of these.
 """
 
 from __future__ import annotations
@@ -25,8 +29,15 @@ from draxr.core.state import ClusterState
 from draxr_dev.devcluster import fakedriver
 
 
-def build(nodes: int, devices: int, classes: int, selector: bool) -> ClusterState:
+def build(nodes: int, devices: int, classes: int, selector: bool, workload: str = "bare") -> ClusterState:
     state = ClusterState()
+    if workload == "replicaset":
+        for i in range(classes):
+            rs = {
+                "metadata": {"name": f"g{i}", "namespace": "bench"},
+                "spec": {"selector": {"matchLabels": {"app": f"g{i}"}}},
+            }
+            state.upsert_workload({**rs, "kind": "ReplicaSet"})
     models = [f"model-{i}" for i in range(classes)]
     for i in range(classes):
         extra = [f'device.attributes["gpu.example.com"].model == "{models[i]}"'] if selector else []
@@ -46,14 +57,16 @@ def build(nodes: int, devices: int, classes: int, selector: bool) -> ClusterStat
     return state
 
 
-def pod(i: int, classes: int, count: int) -> dict[str, Any]:
-    return {
+def pod(i: int, classes: int, count: int, workload: str = "bare") -> dict[str, Any]:
+    group = f"g{i % classes}"
+    obj: dict[str, Any] = {
         "metadata": {
             "name": f"p-{i}",
             "namespace": "bench",
             "uid": str(uuid.uuid4()),
             "resourceVersion": "1",
             "creationTimestamp": "2026-11-30T00:00:00Z",
+            "labels": {"app": group},
         },
         "spec": {
             "schedulerName": "draxr",
@@ -61,18 +74,31 @@ def pod(i: int, classes: int, count: int) -> dict[str, Any]:
         },
         "status": {"phase": "Pending"},
     }
+    host = "kubernetes.io/hostname"
+    selector = {"matchLabels": {"app": group}}
+    if workload == "spread":
+        obj["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": host, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
+        ]
+    elif workload == "anti-affinity":
+        term = {"labelSelector": selector, "topologyKey": host}
+        obj["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif workload == "replicaset":
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": group, "uid": group, "controller": True}
+        obj["metadata"]["ownerReferences"] = [owner]
+    return obj
 
 
 def run(args: argparse.Namespace) -> None:
     t0 = time.process_time()
-    state = build(args.nodes, args.devices, args.classes, args.selector)
+    state = build(args.nodes, args.devices, args.classes, args.selector, args.workload)
     print(f"state built in {time.process_time() - t0:.2f}s CPU")
     total_pods = int(args.nodes * args.devices * args.fill) // args.count
     cpu = 0.0
     scheduled = 0
     start = 0
     for i in range(total_pods):
-        info = state.upsert_pod(pod(i, args.classes, args.count))
+        info = state.upsert_pod(pod(i, args.classes, args.count, args.workload))
         t = time.process_time()
         result = schedule(info, state, features=DEFAULT_FEATURES, start=start, device_scoring=args.device_scoring)
         if isinstance(result, Decision):
@@ -85,7 +111,7 @@ def run(args: argparse.Namespace) -> None:
     per = cpu / max(total_pods, 1)
     print(
         f"nodes={args.nodes} devices/node={args.devices} classes={args.classes} count={args.count} "
-        f"selector={args.selector} device_scoring={args.device_scoring}: "
+        f"selector={args.selector} device_scoring={args.device_scoring} workload={args.workload}: "
         f"{total_pods} decisions ({scheduled} scheduled), "
         f"{per * 1000:.2f} ms CPU/decision, {1 / per:,.0f} decisions/s"
     )
@@ -99,6 +125,7 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--fill", type=float, default=0.8, help="fraction of all devices to fill")
     ap.add_argument("--selector", action="store_true")
+    ap.add_argument("--workload", choices=["bare", "spread", "anti-affinity", "replicaset"], default="bare")
     ap.add_argument(
         "--device-scoring",
         type=lambda v: None if v == "none" else Scoring(v),

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from draxr.core.cycle import prepare, score_nodes, weighted_total
+from draxr.core.cycle import prepare, score_nodes, weighted_totals
 from draxr.core.placement import cheap_filter, fit_checked, fit_unresolvable, insufficient
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import ClusterState, NodeUsage, PodInfo
@@ -117,5 +117,6 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     scores = score_nodes(cycle, state, feasible) if feasible else {}
     result["scores"] = scores
     result["weights"] = {p: WEIGHTS[p] for p in scores}
-    result["total"] = {n.name: weighted_total(scores, n.name) for n in feasible}
+    totals = weighted_totals(scores)
+    result["total"] = {n.name: totals.get(n.name, 0) for n in feasible}
     return result
