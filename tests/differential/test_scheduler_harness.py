@@ -190,6 +190,56 @@ CASES: list[JSON] = [
         [pod("w1", {"app": "web"}, "a"), pod("w2", {"app": "web"}, "a")],
         services=[{"metadata": {"name": "web", "namespace": "default"}, "spec": {"selector": {"app": "web"}}}],
     ),
+    case(
+        # The optional storage objects reach the informers: a PVC bound to a PV pinned to node a.
+        "bound-volume",
+        [node("a"), node("b")],
+        pod("incoming", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
+        persistentVolumes=[
+            {
+                "metadata": {"name": "pv-a"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local",
+                    "local": {"path": "/mnt/data"},
+                    "claimRef": {"namespace": "default", "name": "data", "uid": "pvc-uid"},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["a"]}]}
+                            ]
+                        }
+                    },
+                },
+                "status": {"phase": "Bound"},
+            }
+        ],
+        persistentVolumeClaims=[
+            {
+                "metadata": {
+                    "name": "data",
+                    "namespace": "default",
+                    "uid": "pvc-uid",
+                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"},  # set by the PV controller
+                },
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local",
+                    "volumeName": "pv-a",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+                "status": {"phase": "Bound"},
+            }
+        ],
+        storageClasses=[
+            {
+                "metadata": {"name": "local"},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }
+        ],
+    ),
     {"name": "no-pod", "nodes": [node("a")], "pods": []},
 ]
 
@@ -304,6 +354,12 @@ def test_system_default_spreading_scores(results: dict[str, JSON]) -> None:
     scores = r["scores"]["PodTopologySpread"]
     assert scores["b"] == 100
     assert scores["a"] < 100
+
+
+def test_storage_objects_are_loaded(results: dict[str, JSON]) -> None:
+    r = results["bound-volume"]
+    reason = "node(s) didn't match PersistentVolume's node affinity"
+    assert r["filter"] == {"a": None, "b": status("VolumeBinding", "UnschedulableAndUnresolvable", reason)}
 
 
 def test_invalid_case_is_an_error_not_a_crash(results: dict[str, JSON]) -> None:

@@ -209,9 +209,11 @@ REQUIRED_TAGS = (
     "nodeAffinity:matchFields",
     "nodeAffinity:matchFields-absent-node",
     "nodeAffinity:multiple-terms",
+    "nodeAffinity:preferred-matchFields",
     "tolerations",
     "tolerations:Exists",
     "tolerations:Equal",
+    "tolerations:operator-omitted",
     "tolerations:empty-key",
     "tolerations:all-effects",
     "tolerations:NoExecute-seconds",
@@ -221,6 +223,9 @@ REQUIRED_TAGS = (
     "pod:large-requests",
     "pod:multiple-containers",
     "pod:init-containers",
+    "pod:sidecar-containers",
+    "pods:init-containers",
+    "pods:sidecar-containers",
     "pod:hostPorts",
     "pod:hostPort-UDP",
     "pod:images",
@@ -535,6 +540,13 @@ def make_existing_pod(g: Gen, i: int, nodes: Sequence[JSON]) -> JSON:
     containers = [_container(g, "c0", requests=r.random() < 0.8)]
     if r.random() < 0.2:
         containers.append(_container(g, "c1", requests=r.random() < 0.7))
+    init: list[JSON] = []
+    if r.random() < 0.08:
+        init.append(_container(g, "init", requests=True))
+        if r.random() < 0.4:
+            init[0]["restartPolicy"] = "Always"
+            g.tag("pods:sidecar-containers")
+        g.tag("pods:init-containers")
     if any("resources" in c for c in containers):
         g.tag("pods:requests")
     if g.chance("existing_ports"):
@@ -552,6 +564,8 @@ def make_existing_pod(g: Gen, i: int, nodes: Sequence[JSON]) -> JSON:
         meta["deletionGracePeriodSeconds"] = 30
         g.tag("pods:terminating")
     spec: JSON = {"nodeName": node, "containers": containers}
+    if init:
+        spec["initContainers"] = init
     affinity = _affinity(g, labels, ns, incoming=False)
     if affinity:
         spec["affinity"] = affinity
@@ -624,7 +638,10 @@ def _tolerations(g: Gen, nodes: Sequence[JSON]) -> list[JSON]:
             tol["operator"] = "Exists"
             g.tag("tolerations:Exists")
         else:
-            tol["operator"] = "Equal"
+            if r.random() < 0.3:
+                g.tag("tolerations:operator-omitted")  # "" is Equal
+            else:
+                tol["operator"] = "Equal"
             value = t.get("value", "") if r.random() < 0.75 else r.choice(TAINT_VALUES)
             if value:
                 tol["value"] = value
@@ -703,6 +720,12 @@ def make_incoming_pod(g: Gen, nodes: Sequence[JSON], pods: Sequence[JSON]) -> JS
     if g.chance("init_containers"):
         spec["initContainers"] = [_container(g, "init", requests=True, large=r.random() < 0.3, image=images)]
         g.tag("pod:init-containers")
+        if r.random() < 0.35:
+            # A sidecar (restartPolicy Always): its requests add to the containers'.
+            sidecar = _container(g, "init-sidecar", requests=True, image=images)
+            sidecar["restartPolicy"] = "Always"
+            spec["initContainers"].insert(r.randint(0, 1), sidecar)
+            g.tag("pod:sidecar-containers")
     if any("resources" in c for c in [*containers, *spec.get("initContainers", [])]):
         g.tag("pod:requests")
     else:
@@ -737,6 +760,12 @@ def make_incoming_pod(g: Gen, nodes: Sequence[JSON], pods: Sequence[JSON]) -> JS
         prefs = []
         for _ in range(r.randint(1, 3)):
             term = {"matchExpressions": [_node_selector_requirement(g, nodes)]}
+            if r.random() < 0.1:
+                name = r.choice(nodes)["metadata"]["name"]
+                term["matchFields"] = [
+                    {"key": "metadata.name", "operator": r.choice(("In", "NotIn")), "values": [name]}
+                ]
+                g.tag("nodeAffinity:preferred-matchFields")
             prefs.append({"weight": r.choice((1, 10, 30, 50, 100)), "preference": term})
         node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = prefs
         g.tag("nodeAffinity:preferred")
