@@ -19,12 +19,14 @@ from draxr.core.interpod import (
 )
 from draxr.core.pod_view import PodView
 from draxr.core.scores import (
+    MAX_NODE_SCORE,
     WEIGHTS,
     balanced_allocation_score,
     default_normalize,
     image_locality_score,
     intolerable_prefer_no_schedule,
     node_affinity_score,
+    normalized_image_name,
     prefer_no_schedule_tolerations,
     preferred_terms,
     resource_fit_score,
@@ -168,10 +170,13 @@ def score_nodes(
     out: Scores = {}
 
     # TaintToleration (reverse: fewer untolerated PreferNoSchedule taints is better).
-    tolerations = prefer_no_schedule_tolerations(view.tolerations)
-    out["TaintToleration"] = default_normalize(
-        {n.name: intolerable_prefer_no_schedule(n.taints, tolerations) for n in nodes}, reverse=True
-    )
+    if any(n.taints for n in nodes):
+        tolerations = prefer_no_schedule_tolerations(view.tolerations)
+        out["TaintToleration"] = default_normalize(
+            {n.name: intolerable_prefer_no_schedule(n.taints, tolerations) for n in nodes}, reverse=True
+        )
+    else:
+        out["TaintToleration"] = dict.fromkeys((n.name for n in nodes), MAX_NODE_SCORE)  # no taint anywhere
 
     # NodeAffinity (preferred terms).
     if view.preferred_node_affinity is not None:  # upstream skips the plugin without the field
@@ -199,12 +204,13 @@ def score_nodes(
     if not best_effort:
         out["NodeResourcesBalancedAllocation"] = balanced
 
-    # ImageLocality (no normalisation).
-    total_nodes = len(state.nodes)
-    out["ImageLocality"] = {
-        n.name: image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
-        for n in nodes
-    }
+    # ImageLocality (no normalisation); 0 everywhere (left out) when no node has the pod's images.
+    if any(normalized_image_name(i) in state.image_nodes for i in view.images):
+        total_nodes = len(state.nodes)
+        out["ImageLocality"] = {
+            n.name: image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
+            for n in nodes
+        }
 
     # PodTopologySpread (soft constraints, or the system defaults).
     if cycle.soft_spread:
@@ -227,5 +233,11 @@ def score_nodes(
     return out
 
 
-def weighted_total(scores: Scores, node: str) -> int:
-    return sum(WEIGHTS[plugin] * per_node.get(node, 0) for plugin, per_node in scores.items())
+def weighted_totals(scores: Scores) -> dict[str, int]:
+    """Per node, the plugins' scores times the profile's weights, summed (a plugin left out is 0)."""
+    totals: dict[str, int] = {}
+    for plugin, per_node in scores.items():
+        weight = WEIGHTS[plugin]
+        for node, score in per_node.items():
+            totals[node] = totals.get(node, 0) + weight * score
+    return totals

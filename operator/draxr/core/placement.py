@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
-from draxr.core.cycle import PodCycle, node_affinity_matches, prepare, score_nodes, weighted_total
+from draxr.core.cycle import PodCycle, node_affinity_matches, prepare, score_nodes, weighted_totals
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.pod_view import PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
@@ -277,8 +277,9 @@ def _score_candidates(
         return {}
     fit = {c.node.name: c.fit for c in candidates}
     scores = score_nodes(cycle, state, [c.node for c in candidates], most_allocated=not least, fit_override=fit)
+    totals = weighted_totals(scores)
     for c in candidates:
-        c.score = weighted_total(scores, c.node.name)
+        c.score = totals.get(c.node.name, 0)
     return scores
 
 
