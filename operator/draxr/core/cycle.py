@@ -6,7 +6,7 @@ normalised to 0..100 over those nodes, then summed with the profile's weights.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
@@ -33,6 +33,7 @@ from draxr.core.scores import (
 )
 from draxr.core.spread import (
     Constraint,
+    NodeEligible,
     SpreadPreFilter,
     default_selector,
     spread_prefilter,
@@ -113,7 +114,7 @@ class PodCycle:
     spread: SpreadPreFilter | None
     affinity: AffinityPreFilter | None
     soft_spread: tuple[Constraint, ...]
-    eligible: Callable[[str, Constraint], bool]
+    eligible: NodeEligible
 
     @property
     def filters_pods(self) -> bool:
@@ -136,7 +137,7 @@ class PodCycle:
 def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
     view = pod.view
 
-    def eligible(name: str, c: Constraint) -> bool:
+    def check(name: str, c: Constraint) -> bool:
         """matchNodeInclusionPolicies."""
         node = state.nodes[name]
         if c.honor_node_affinity and not node_affinity_matches(view, node):
@@ -147,6 +148,9 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
     if not view.spread.explicit:
         selector = default_selector(pod.namespace, view.labels, view.controller, state)
         hard, soft = (), system_default_constraints(selector)
+    constrained = bool(view.node_selector or view.required_node_affinity)
+    everywhere = not constrained and not any(c.honor_node_taints for c in (*hard, *soft))
+    eligible: NodeEligible = None if everywhere else check
     spread = spread_prefilter(hard, pod.namespace, state, eligible) if hard else None
     affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
     return PodCycle(pod, view, node_names(view), spread, None if affinity.skip else affinity, soft, eligible)

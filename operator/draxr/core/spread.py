@@ -134,9 +134,13 @@ class SpreadPod(Protocol):
 class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
     def pods_on(self, node: str) -> Collection[SpreadPod]: ...
+    def occupied_nodes(self) -> Iterable[tuple[str, Labels]]:
+        """The known nodes that have pods (the only ones a count can grow on)."""
+        ...
 
 
-NodeEligible = Callable[[str, Constraint], bool]  # nodeAffinity / nodeTaints inclusion policies
+# nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
+NodeEligible = Callable[[str, Constraint], bool] | None
 
 
 def _count(pods: Collection[SpreadPod], selector: Selector, namespace: str) -> int:
@@ -174,15 +178,21 @@ def spread_prefilter(
     if not constraints:
         return None
     counts: list[dict[str, int]] = [{} for _ in constraints]
+    # Every eligible node's domain exists (with 0 matching pods unless counted below) ...
     for node, labels in cluster.node_labels():
+        if not _has_keys(labels, constraints):
+            continue
+        for i, c in enumerate(constraints):
+            if eligible is None or eligible(node, c):
+                counts[i].setdefault(labels[c.topology_key], 0)
+    # ... and only nodes with pods can add to a count.
+    for node, labels in cluster.occupied_nodes():
         if not _has_keys(labels, constraints):
             continue
         pods = cluster.pods_on(node)
         for i, c in enumerate(constraints):
-            if not eligible(node, c):
-                continue
-            value = labels[c.topology_key]
-            counts[i][value] = counts[i].get(value, 0) + _count(pods, c.selector, namespace)
+            if eligible is None or eligible(node, c):
+                counts[i][labels[c.topology_key]] += _count(pods, c.selector, namespace)
     mins = []
     for i, c in enumerate(constraints):
         domains = counts[i]
@@ -214,15 +224,13 @@ def spread_scores(
     for i, c in enumerate(constraints):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(counts[i])
         weights.append(math.log(size + 2))
-    for node, labels in cluster.node_labels():
+    for node, labels in cluster.occupied_nodes():
         if require_all_topologies and not _has_keys(labels, constraints):
             continue
         pods: Collection[SpreadPod] | None = None
         for i, c in enumerate(constraints):
-            if not eligible(node, c):
-                continue
             value = labels.get(c.topology_key, "")
-            if value not in counts[i]:
+            if value not in counts[i] or (eligible is not None and not eligible(node, c)):
                 continue
             if pods is None:
                 pods = cluster.pods_on(node)

@@ -527,6 +527,12 @@ class ClusterState:
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
         return ((name, node.labels) for name, node in self.nodes.items())
 
+    def occupied_nodes(self) -> Iterator[tuple[str, Labels]]:
+        for name in self.node_pods:
+            node = self.nodes.get(name)
+            if node is not None:
+                yield name, node.labels
+
     def placed_pods(self) -> Iterator[tuple[Labels, PodInfo]]:
         for name, pods in self.node_pods.items():
             node = self.nodes.get(name)
