@@ -107,12 +107,29 @@ class BoundPod(Protocol):
     def terms(self) -> PodTerms | None: ...
 
 
+class PodGroupLike(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def labels(self) -> Labels: ...
+    @property
+    def nodes(self) -> Mapping[str, int]: ...
+
+
 class Cluster(Protocol):
     """The snapshot: the pods on known nodes (with their node's labels), namespaces' labels."""
 
     def placed_pods(self) -> Iterable[tuple[Labels, BoundPod]]: ...
     def placed_pods_with_terms(self) -> Iterable[tuple[Labels, BoundPod]]:
         """Only the pods that have inter-pod terms (upstream's PodsWithAffinity)."""
+        ...
+
+    def pod_groups(self) -> Iterable[PodGroupLike]:
+        """The placed pods grouped by namespace and label set: how many on each node."""
+        ...
+
+    def labels_of(self, node: str) -> Labels | None:
+        """A known node's labels (None for a node not seen)."""
         ...
 
     def namespace_labels(self, namespace: str) -> Labels | None: ...
@@ -143,12 +160,16 @@ class AffinityPreFilter:
     def skip(self) -> bool:
         return not self.existing_anti and not self.affinity and not self.anti_affinity
 
-    def add(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
-        """The counts with one more (or, sign -1, one less) pod on a node (`updateWithPod`)."""
+    def add_existing(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
+        """The existing pod's required anti-affinity against the incoming pod."""
         if pod.terms is not None:
             for t in pod.terms.required_anti_affinity:
                 if t.matches(self.namespace, self.labels, self.ns_labels) and t.topology_key in node_labels:
                     _bump(self.existing_anti, (t.topology_key, node_labels[t.topology_key]), sign)
+
+    def add(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
+        """The counts with one more (or, sign -1, one less) pod on a node (`updateWithPod`)."""
+        self.add_existing(pod, node_labels, sign)
         if _all_match(self.affinity, pod.namespace, pod.labels):
             for t in self.affinity:
                 if t.topology_key in node_labels:
@@ -197,8 +218,26 @@ def affinity_prefilter(namespace: str, labels: Labels, terms: PodTerms | None, c
     affinity = tuple(t.with_namespaces(ns_list) for t in terms.required_affinity) if terms else ()
     anti = tuple(t.with_namespaces(ns_list) for t in terms.required_anti_affinity) if terms else ()
     state = AffinityPreFilter(namespace, labels, cluster.namespace_labels(namespace), affinity, anti)
-    for node_labels, pod in cluster.placed_pods() if affinity or anti else cluster.placed_pods_with_terms():
-        state.add(pod, node_labels)
+    for node_labels, pod in cluster.placed_pods_with_terms():  # the existing pods' anti-affinity
+        state.add_existing(pod, node_labels)
+    if affinity or anti:  # the incoming pod's terms, matched once per group of pods with equal labels
+        for group in cluster.pod_groups():
+            all_match = _all_match(affinity, group.namespace, group.labels)
+            anti_terms = [t for t in anti if t.matches(group.namespace, group.labels, None)]
+            if not all_match and not anti_terms:
+                continue
+            for node, count in group.nodes.items():
+                known = cluster.labels_of(node)
+                if known is None:
+                    continue
+                node_labels = known
+                if all_match:
+                    for t in affinity:
+                        if t.topology_key in node_labels:
+                            _bump(state.affinity_counts, (t.topology_key, node_labels[t.topology_key]), count)
+                for t in anti_terms:
+                    if t.topology_key in node_labels:
+                        _bump(state.anti_counts, (t.topology_key, node_labels[t.topology_key]), count)
     return state
 
 
@@ -236,16 +275,26 @@ def affinity_scores(
         per_key = scores.setdefault(key, {})
         per_key[value] = per_key.get(value, 0) + weight
 
-    for node_labels, pod in cluster.placed_pods() if has_constraints else cluster.placed_pods_with_terms():
+    if has_constraints:  # the incoming pod's preferred terms, matched once per group
+        for group in cluster.pod_groups():
+            keyed = [
+                (w.term.topology_key, sign * w.weight)
+                for sign, terms in ((1, preferred), (-1, preferred_anti))
+                for w in terms
+                if w.term.matches(group.namespace, group.labels, None)
+            ]
+            if not keyed:
+                continue
+            for node, count in group.nodes.items():
+                node_labels = cluster.labels_of(node)
+                if not node_labels:
+                    continue
+                for key, weight in keyed:
+                    record(key, node_labels, weight * count)
+    for node_labels, pod in cluster.placed_pods_with_terms():  # the existing pods' terms
         if not node_labels:
             continue
         existing = pod.terms
-        for w in preferred:
-            if w.term.matches(pod.namespace, pod.labels, None):
-                record(w.term.topology_key, node_labels, w.weight)
-        for w in preferred_anti:
-            if w.term.matches(pod.namespace, pod.labels, None):
-                record(w.term.topology_key, node_labels, -w.weight)
         if existing is None:
             continue
         if hard_weight > 0:

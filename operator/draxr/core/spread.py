@@ -131,8 +131,21 @@ class SpreadPod(Protocol):
     def deleting(self) -> bool: ...
 
 
+class SpreadGroup(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def labels(self) -> Labels: ...
+    @property
+    def deleting(self) -> bool: ...
+    @property
+    def nodes(self) -> Mapping[str, int]: ...
+
+
 class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
+    def pod_groups(self) -> Iterable[SpreadGroup]: ...
+    def labels_of(self, node: str) -> Labels | None: ...
     def pods_on(self, node: str) -> Collection[SpreadPod]: ...
     def occupied_nodes(self) -> Iterable[tuple[str, Labels]]:
         """The known nodes that have pods (the only ones a count can grow on)."""
@@ -148,6 +161,20 @@ def _count(pods: Collection[SpreadPod], selector: Selector, namespace: str) -> i
     if selector.empty:
         return 0
     return sum(1 for p in pods if not p.deleting and p.namespace == namespace and selector.matches(p.labels))
+
+
+def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
+    """Per node, the placed pods `countPodsMatchSelector` counts (not terminating, the pod's
+    namespace, matching), the selector matched once per group of pods with equal labels."""
+    out: dict[str, int] = {}
+    if selector.empty:
+        return out
+    for group in cluster.pod_groups():
+        if group.deleting or group.namespace != namespace or not selector.matches(group.labels):
+            continue
+        for node, count in group.nodes.items():
+            out[node] = out.get(node, 0) + count
+    return out
 
 
 def _has_keys(labels: Labels, constraints: Sequence[Constraint]) -> bool:
@@ -185,14 +212,14 @@ def spread_prefilter(
         for i, c in enumerate(constraints):
             if eligible is None or eligible(node, c):
                 counts[i].setdefault(labels[c.topology_key], 0)
-    # ... and only nodes with pods can add to a count.
-    for node, labels in cluster.occupied_nodes():
-        if not _has_keys(labels, constraints):
-            continue
-        pods = cluster.pods_on(node)
-        for i, c in enumerate(constraints):
+    # ... and only nodes with matching pods add to a count.
+    for i, c in enumerate(constraints):
+        for node, count in _matching(cluster, c.selector, namespace).items():
+            known = cluster.labels_of(node)
+            if known is None or not _has_keys(known, constraints):
+                continue
             if eligible is None or eligible(node, c):
-                counts[i][labels[c.topology_key]] += _count(pods, c.selector, namespace)
+                counts[i][known[c.topology_key]] += count
     mins = []
     for i, c in enumerate(constraints):
         domains = counts[i]
@@ -224,17 +251,17 @@ def spread_scores(
     for i, c in enumerate(constraints):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(counts[i])
         weights.append(math.log(size + 2))
-    for node, labels in cluster.occupied_nodes():
-        if require_all_topologies and not _has_keys(labels, constraints):
-            continue
-        pods: Collection[SpreadPod] | None = None
-        for i, c in enumerate(constraints):
-            value = labels.get(c.topology_key, "")
-            if value not in counts[i] or (eligible is not None and not eligible(node, c)):
+    matching = [_matching(cluster, c.selector, namespace) for c in constraints]
+    for i, c in enumerate(constraints):
+        if c.topology_key == HOSTNAME:
+            continue  # scored from the node's own count below
+        for node, count in matching[i].items():
+            known = cluster.labels_of(node)
+            if known is None or (require_all_topologies and not _has_keys(known, constraints)):
                 continue
-            if pods is None:
-                pods = cluster.pods_on(node)
-            counts[i][value] += _count(pods, c.selector, namespace)
+            value = known.get(c.topology_key, "")
+            if value in counts[i] and (eligible is None or eligible(node, c)):
+                counts[i][value] += count
 
     raw: dict[str, int] = {}
     for node, labels in feasible:
@@ -245,10 +272,7 @@ def spread_scores(
             found = labels.get(c.topology_key)
             if found is None:
                 continue
-            if c.topology_key == HOSTNAME:
-                cnt = _count(cluster.pods_on(node), c.selector, namespace)
-            else:
-                cnt = counts[i][found]
+            cnt = matching[i].get(node, 0) if c.topology_key == HOSTNAME else counts[i][found]
             score += cnt * weights[i] + (c.max_skew - 1)
         raw[node] = math.floor(score + 0.5)  # math.Round, for non-negative values
     out: dict[str, int] = {}

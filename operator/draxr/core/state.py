@@ -372,6 +372,16 @@ class ClaimInfo:
         )
 
 
+@dataclass(slots=True)
+class PodGroup:
+    """Placed pods that share a namespace, a label set and whether they are terminating."""
+
+    namespace: str
+    labels: Labels
+    deleting: bool
+    nodes: dict[str, int]  # node -> how many of them are on it
+
+
 @dataclass
 class NodeUsage:
     """Requests of the non-terminal pods on a node (bound, or assumed by a cycle)."""
@@ -423,6 +433,10 @@ class ClusterState:
         # labels, and the selectors of the objects that make the default spreading selector.
         self.node_pods: dict[str, dict[str, PodInfo]] = {}
         self._term_pods: dict[str, tuple[str, PodInfo]] = {}  # uid -> (node, pod) with inter-pod terms
+        # Placed pods grouped by (namespace, label set, terminating): how many on each node. A
+        # selector is then matched once per group (the pods of one ReplicaSet or Job share labels),
+        # and the groups are kept up to date pod by pod rather than rebuilt per cycle.
+        self._groups: dict[tuple[str, int, bool], PodGroup] = {}
         self.namespace_labels_by_name: dict[str, Labels] = {}
         self.service_selectors: dict[str, dict[str, Selector]] = {}  # namespace -> name -> selector
         self.controller_selectors: dict[tuple[str, str, str], tuple[str, Selector]] = {}  # (ns, kind, name)
@@ -513,19 +527,40 @@ class ClusterState:
         if node:
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
             on_node = self.node_pods.setdefault(node, {})
+            key = (pod.namespace, id(pod.labels), pod.deleting)
             if sign > 0:
                 on_node[pod.uid] = pod
                 if pod.terms is not None:
                     self._term_pods[pod.uid] = (node, pod)
+                group = self._groups.get(key)
+                if group is None:
+                    group = self._groups[key] = PodGroup(pod.namespace, pod.labels, pod.deleting, {})
+                group.nodes[node] = group.nodes.get(node, 0) + 1
             else:
                 on_node.pop(pod.uid, None)
                 self._term_pods.pop(pod.uid, None)
                 if not on_node:
                     del self.node_pods[node]
+                group = self._groups.get(key)
+                if group is not None:
+                    left = group.nodes.get(node, 0) - 1
+                    if left > 0:
+                        group.nodes[node] = left
+                    else:
+                        group.nodes.pop(node, None)
+                        if not group.nodes:
+                            del self._groups[key]
 
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
         return ((name, node.labels) for name, node in self.nodes.items())
+
+    def pod_groups(self) -> Iterable[PodGroup]:
+        return self._groups.values()
+
+    def labels_of(self, node: str) -> Labels | None:
+        info = self.nodes.get(node)
+        return info.labels if info is not None else None
 
     def occupied_nodes(self) -> Iterator[tuple[str, Labels]]:
         for name in self.node_pods:
