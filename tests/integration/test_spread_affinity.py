@@ -189,3 +189,26 @@ async def test_required_affinity_joins_a_running_pod_and_a_deployment_without_co
     ours, theirs = await both(kube, names, webhook_ready, deployment("plain", zoned_fleet, 6), 6, "p")
     assert per_domain(ours, zoned_fleet, HOSTNAME) == per_domain(theirs, zoned_fleet, HOSTNAME)
     assert per_domain(ours, zoned_fleet, ZONE) == per_domain(theirs, zoned_fleet, ZONE) == [2, 2, 2]
+
+
+async def test_a_running_pods_anti_affinity_keeps_new_pods_out_of_its_zone(
+    kube: Kube, zoned_fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    """Symmetry: the new pods carry no affinity at all; the running pod's required anti-affinity
+    against them is what keeps them out of its zone."""
+    keep_away = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "noisy"}}, "topologyKey": ZONE}
+            ]
+        }
+    }
+    zone_of = {n: zoned_fleet.zones[i % 3] for i, n in enumerate(zoned_fleet.node_names())}
+    async with namespace_with(kube, f"{names}-sym", {"draxr.io/enabled": "true"}) as ns:
+        await kube.create(DEPLOYMENTS, deployment("quiet", zoned_fleet, 1, affinity=keep_away), ns)
+        [quiet] = await placed(kube, ns, "quiet", 1)
+        await kube.create(DEPLOYMENTS, deployment("noisy", zoned_fleet, 6), ns)
+        noisy = await placed(kube, ns, "noisy", 6)
+        zones = {zone_of[p["spec"]["nodeName"]] for p in noisy}
+        assert zone_of[quiet["spec"]["nodeName"]] not in zones
+        assert len(zones) == 2  # the other two zones take all six (system default spreading)
