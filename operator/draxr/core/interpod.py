@@ -119,9 +119,9 @@ class PodGroupLike(Protocol):
 class Cluster(Protocol):
     """The snapshot: the pods on known nodes (with their node's labels), namespaces' labels."""
 
-    def placed_pods(self) -> Iterable[tuple[Labels, BoundPod]]: ...
-    def placed_pods_with_terms(self) -> Iterable[tuple[Labels, BoundPod]]:
-        """Only the pods that have inter-pod terms (upstream's PodsWithAffinity)."""
+    def term_groups(self) -> Iterable[tuple[PodTerms, Mapping[str, int]]]:
+        """The placed pods that have inter-pod terms (upstream's PodsWithAffinity), grouped by
+        their (shared) terms: how many on each node."""
         ...
 
     def pod_groups(self) -> Iterable[PodGroupLike]:
@@ -159,24 +159,6 @@ class AffinityPreFilter:
     @property
     def skip(self) -> bool:
         return not self.existing_anti and not self.affinity and not self.anti_affinity
-
-    def add_existing(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
-        """The existing pod's required anti-affinity against the incoming pod."""
-        if pod.terms is not None:
-            for t in pod.terms.required_anti_affinity:
-                if t.matches(self.namespace, self.labels, self.ns_labels) and t.topology_key in node_labels:
-                    _bump(self.existing_anti, (t.topology_key, node_labels[t.topology_key]), sign)
-
-    def add(self, pod: BoundPod, node_labels: Labels, sign: int = 1) -> None:
-        """The counts with one more (or, sign -1, one less) pod on a node (`updateWithPod`)."""
-        self.add_existing(pod, node_labels, sign)
-        if _all_match(self.affinity, pod.namespace, pod.labels):
-            for t in self.affinity:
-                if t.topology_key in node_labels:
-                    _bump(self.affinity_counts, (t.topology_key, node_labels[t.topology_key]), sign)
-        for t in self.anti_affinity:
-            if t.topology_key in node_labels and t.matches(pod.namespace, pod.labels, None):
-                _bump(self.anti_counts, (t.topology_key, node_labels[t.topology_key]), sign)
 
     def filter(self, node_labels: Labels) -> str | None:
         """The reason the node fails, or None. Upstream's order: affinity, anti-affinity, then
@@ -218,8 +200,15 @@ def affinity_prefilter(namespace: str, labels: Labels, terms: PodTerms | None, c
     affinity = tuple(t.with_namespaces(ns_list) for t in terms.required_affinity) if terms else ()
     anti = tuple(t.with_namespaces(ns_list) for t in terms.required_anti_affinity) if terms else ()
     state = AffinityPreFilter(namespace, labels, cluster.namespace_labels(namespace), affinity, anti)
-    for node_labels, pod in cluster.placed_pods_with_terms():  # the existing pods' anti-affinity
-        state.add_existing(pod, node_labels)
+    for terms_of, nodes in cluster.term_groups():  # the existing pods' anti-affinity against this pod
+        against = [t for t in terms_of.required_anti_affinity if t.matches(namespace, labels, state.ns_labels)]
+        for node, count in nodes.items() if against else ():
+            node_labels = cluster.labels_of(node)
+            if node_labels is None:
+                continue
+            for t in against:
+                if t.topology_key in node_labels:
+                    _bump(state.existing_anti, (t.topology_key, node_labels[t.topology_key]), count)
     if affinity or anti:  # the incoming pod's terms, matched once per group of pods with equal labels
         for group in cluster.pod_groups():
             all_match = _all_match(affinity, group.namespace, group.labels)
@@ -291,22 +280,30 @@ def affinity_scores(
                     continue
                 for key, weight in keyed:
                     record(key, node_labels, weight * count)
-    for node_labels, pod in cluster.placed_pods_with_terms():  # the existing pods' terms
-        if not node_labels:
-            continue
-        existing = pod.terms
-        if existing is None:
-            continue
+    for existing, nodes in cluster.term_groups():  # the existing pods' terms that match this pod
+        keyed = []
         if hard_weight > 0:
-            for t in existing.required_affinity:
-                if t.matches(namespace, labels, ns_labels):
-                    record(t.topology_key, node_labels, hard_weight)
-        for w in existing.preferred_affinity:
-            if w.term.matches(namespace, labels, ns_labels):
-                record(w.term.topology_key, node_labels, w.weight)
-        for w in existing.preferred_anti_affinity:
-            if w.term.matches(namespace, labels, ns_labels):
-                record(w.term.topology_key, node_labels, -w.weight)
+            keyed += [
+                (t.topology_key, hard_weight)
+                for t in existing.required_affinity
+                if t.matches(namespace, labels, ns_labels)
+            ]
+        keyed += [
+            (w.term.topology_key, w.weight)
+            for w in existing.preferred_affinity
+            if w.term.matches(namespace, labels, ns_labels)
+        ]
+        keyed += [
+            (w.term.topology_key, -w.weight)
+            for w in existing.preferred_anti_affinity
+            if w.term.matches(namespace, labels, ns_labels)
+        ]
+        for node, count in nodes.items() if keyed else ():
+            node_labels = cluster.labels_of(node)
+            if not node_labels:
+                continue
+            for key, weight in keyed:
+                record(key, node_labels, weight * count)
     return scores if matched else None
 
 

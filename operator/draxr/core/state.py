@@ -186,11 +186,24 @@ def _nonzero(pod: Mapping[str, Any]) -> tuple[int, int]:
     return shared or nz
 
 
+_shared_terms: dict[PodTerms, PodTerms] = {}
+
+
 def _terms(pod: Mapping[str, Any]) -> PodTerms | None:
+    """The pod's terms, one shared object for equal terms (the replicas of one Deployment), so
+    that the state can group placed pods by them."""
     try:
-        return pod_terms(pod)
+        terms = pod_terms(pod)
     except ValueError:
         return None  # the API server validates selectors; a pending pod's view reports the error
+    if terms is None:
+        return None
+    shared = _shared_terms.get(terms)
+    if shared is None:
+        if len(_shared_terms) >= 4096:
+            _shared_terms.clear()  # bounded; pods keep the objects they have
+        shared = _shared_terms[terms] = terms
+    return shared
 
 
 def _node_images(node: Mapping[str, Any]) -> Mapping[str, int]:
@@ -432,7 +445,8 @@ class ClusterState:
         # Inter-pod affinity and spreading: the pods on each node (bound or assumed), namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         self.node_pods: dict[str, dict[str, PodInfo]] = {}
-        self._term_pods: dict[str, tuple[str, PodInfo]] = {}  # uid -> (node, pod) with inter-pod terms
+        # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
+        self._term_groups: dict[int, tuple[PodTerms, dict[str, int]]] = {}
         # Placed pods grouped by (namespace, label set, terminating): how many on each node. A
         # selector is then matched once per group (the pods of one ReplicaSet or Job share labels),
         # and the groups are kept up to date pod by pod rather than rebuilt per cycle.
@@ -531,14 +545,22 @@ class ClusterState:
             if sign > 0:
                 on_node[pod.uid] = pod
                 if pod.terms is not None:
-                    self._term_pods[pod.uid] = (node, pod)
+                    _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
+                    counts[node] = counts.get(node, 0) + 1
                 group = self._groups.get(key)
                 if group is None:
                     group = self._groups[key] = PodGroup(pod.namespace, pod.labels, pod.deleting, {})
                 group.nodes[node] = group.nodes.get(node, 0) + 1
             else:
                 on_node.pop(pod.uid, None)
-                self._term_pods.pop(pod.uid, None)
+                if pod.terms is not None and (found := self._term_groups.get(id(pod.terms))) is not None:
+                    counts = found[1]
+                    if counts.get(node, 0) > 1:
+                        counts[node] -= 1
+                    else:
+                        counts.pop(node, None)
+                        if not counts:
+                            del self._term_groups[id(pod.terms)]
                 if not on_node:
                     del self.node_pods[node]
                 group = self._groups.get(key)
@@ -568,18 +590,8 @@ class ClusterState:
             if node is not None:
                 yield name, node.labels
 
-    def placed_pods(self) -> Iterator[tuple[Labels, PodInfo]]:
-        for name, pods in self.node_pods.items():
-            node = self.nodes.get(name)
-            if node is not None:  # a pod on a node not (yet) seen plays no part, as upstream
-                for pod in pods.values():
-                    yield node.labels, pod
-
-    def placed_pods_with_terms(self) -> Iterator[tuple[Labels, PodInfo]]:
-        for name, pod in self._term_pods.values():
-            node = self.nodes.get(name)
-            if node is not None:
-                yield node.labels, pod
+    def term_groups(self) -> Iterable[tuple[PodTerms, Mapping[str, int]]]:
+        return self._term_groups.values()
 
     def pods_on(self, node: str) -> Collection[PodInfo]:
         on_node = self.node_pods.get(node)
