@@ -40,9 +40,7 @@ from draxr.core.spread import (
     spread_scores,
     system_default_constraints,
 )
-from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
-
-_EMPTY_USAGE = NodeUsage()
+from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, PodInfo
 
 
 def node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
@@ -194,7 +192,7 @@ def score_nodes(
     actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))
     best_effort = actual == (0, 0)
     for n in nodes:
-        usage = state.usage.get(n.name) or _EMPTY_USAGE
+        usage = state.usage.get(n.name) or EMPTY_USAGE
         alloc = (n.allocatable.get("cpu", 0), n.allocatable.get("memory", 0))
         if fit_override is not None and n.name in fit_override:
             fit[n.name] = fit_override[n.name]

@@ -96,17 +96,6 @@ def pod_terms(pod: Mapping[str, Any]) -> PodTerms | None:
     )
 
 
-class BoundPod(Protocol):
-    """What these plugins read of a pod already on a node (PodInfo satisfies it)."""
-
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def labels(self) -> Labels: ...
-    @property
-    def terms(self) -> PodTerms | None: ...
-
-
 class PodGroupLike(Protocol):
     @property
     def namespace(self) -> str: ...
@@ -188,8 +177,8 @@ class AffinityPreFilter:
         return None
 
 
-def _bump(counts: Counter[tuple[str, str]], pair: tuple[str, str], sign: int) -> None:
-    counts[pair] += sign
+def _bump(counts: Counter[tuple[str, str]], pair: tuple[str, str], delta: int) -> None:
+    counts[pair] += delta
     if counts[pair] == 0:
         del counts[pair]
 
@@ -216,10 +205,9 @@ def affinity_prefilter(namespace: str, labels: Labels, terms: PodTerms | None, c
             if not all_match and not anti_terms:
                 continue
             for node, count in group.nodes.items():
-                known = cluster.labels_of(node)
-                if known is None:
+                node_labels = cluster.labels_of(node)
+                if node_labels is None:
                     continue
-                node_labels = known
                 if all_match:
                     for t in affinity:
                         if t.topology_key in node_labels:

@@ -19,7 +19,7 @@ from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.pod_view import PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.scores import resource_fit_score
-from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
 _FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")
@@ -179,7 +179,7 @@ def schedule(
         while evaluated < len(names) and len(candidates) < want:
             node = state.nodes[names[evaluated]]
             evaluated += 1
-            usage = state.usage.get(node.name) or _EMPTY_USAGE
+            usage = state.usage.get(node.name) or EMPTY_USAGE
             if narrowed is not None and node.name not in narrowed:
                 reasons[cycle.names.absent_reason] += 1
                 continue
@@ -265,9 +265,6 @@ def schedule(
             chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
             return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated, chosen)
     return Unschedulable(_summary(len(names), reasons), dict(reasons))
-
-
-_EMPTY_USAGE = NodeUsage()
 
 
 def _score_candidates(

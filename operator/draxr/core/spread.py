@@ -7,7 +7,7 @@ selects. Proven against the plugin itself by tests/differential (scheduling case
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -122,15 +122,6 @@ def default_selector(
 # --------------------------------------------------------------------------- the cluster view
 
 
-class SpreadPod(Protocol):
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def labels(self) -> Labels: ...
-    @property
-    def deleting(self) -> bool: ...
-
-
 class SpreadGroup(Protocol):
     @property
     def namespace(self) -> str: ...
@@ -146,21 +137,10 @@ class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
     def pod_groups(self) -> Iterable[SpreadGroup]: ...
     def labels_of(self, node: str) -> Labels | None: ...
-    def pods_on(self, node: str) -> Collection[SpreadPod]: ...
-    def occupied_nodes(self) -> Iterable[tuple[str, Labels]]:
-        """The known nodes that have pods (the only ones a count can grow on)."""
-        ...
 
 
 # nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
 NodeEligible = Callable[[str, Constraint], bool] | None
-
-
-def _count(pods: Collection[SpreadPod], selector: Selector, namespace: str) -> int:
-    """`countPodsMatchSelector`: terminating pods and other namespaces do not count."""
-    if selector.empty:
-        return 0
-    return sum(1 for p in pods if not p.deleting and p.namespace == namespace and selector.matches(p.labels))
 
 
 def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -385,6 +385,16 @@ class ClaimInfo:
         )
 
 
+def _tally(nodes: dict[str, int], node: str, delta: int) -> bool:
+    """Add ``delta`` to the node's count (dropped at 0); True when no node is left."""
+    count = nodes.get(node, 0) + delta
+    if count > 0:
+        nodes[node] = count
+    else:
+        nodes.pop(node, None)
+    return not nodes
+
+
 @dataclass(slots=True)
 class PodGroup:
     """Placed pods that share a namespace, a label set and whether they are terminating."""
@@ -418,6 +428,9 @@ class NodeUsage:
                 del self.host_ports[port]
 
 
+EMPTY_USAGE = NodeUsage()  # the usage of a node without pods (read-only)
+
+
 class ClusterState:
     """Not thread-safe: the shell mutates it from one event loop."""
 
@@ -442,9 +455,8 @@ class ClusterState:
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
-        # Inter-pod affinity and spreading: the pods on each node (bound or assumed), namespaces'
+        # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
-        self.node_pods: dict[str, dict[str, PodInfo]] = {}
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
         self._term_groups: dict[int, tuple[PodTerms, dict[str, int]]] = {}
         # Placed pods grouped by (namespace, label set, terminating): how many on each node. A
@@ -540,38 +552,16 @@ class ClusterState:
         node = self._placed_on(pod)
         if node:
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
-            on_node = self.node_pods.setdefault(node, {})
             key = (pod.namespace, id(pod.labels), pod.deleting)
-            if sign > 0:
-                on_node[pod.uid] = pod
-                if pod.terms is not None:
-                    _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
-                    counts[node] = counts.get(node, 0) + 1
-                group = self._groups.get(key)
-                if group is None:
-                    group = self._groups[key] = PodGroup(pod.namespace, pod.labels, pod.deleting, {})
-                group.nodes[node] = group.nodes.get(node, 0) + 1
-            else:
-                on_node.pop(pod.uid, None)
-                if pod.terms is not None and (found := self._term_groups.get(id(pod.terms))) is not None:
-                    counts = found[1]
-                    if counts.get(node, 0) > 1:
-                        counts[node] -= 1
-                    else:
-                        counts.pop(node, None)
-                        if not counts:
-                            del self._term_groups[id(pod.terms)]
-                if not on_node:
-                    del self.node_pods[node]
-                group = self._groups.get(key)
-                if group is not None:
-                    left = group.nodes.get(node, 0) - 1
-                    if left > 0:
-                        group.nodes[node] = left
-                    else:
-                        group.nodes.pop(node, None)
-                        if not group.nodes:
-                            del self._groups[key]
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = PodGroup(pod.namespace, pod.labels, pod.deleting, {})
+            if _tally(group.nodes, node, sign):
+                del self._groups[key]
+            if pod.terms is not None:
+                _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
+                if _tally(counts, node, sign):
+                    del self._term_groups[id(pod.terms)]
 
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
@@ -584,18 +574,8 @@ class ClusterState:
         info = self.nodes.get(node)
         return info.labels if info is not None else None
 
-    def occupied_nodes(self) -> Iterator[tuple[str, Labels]]:
-        for name in self.node_pods:
-            node = self.nodes.get(name)
-            if node is not None:
-                yield name, node.labels
-
     def term_groups(self) -> Iterable[tuple[PodTerms, Mapping[str, int]]]:
         return self._term_groups.values()
-
-    def pods_on(self, node: str) -> Collection[PodInfo]:
-        on_node = self.node_pods.get(node)
-        return on_node.values() if on_node else ()
 
     def namespace_labels(self, namespace: str) -> Labels | None:
         return self.namespace_labels_by_name.get(namespace)

@@ -15,7 +15,7 @@ from typing import Any
 from draxr.core.cycle import prepare, score_nodes, weighted_totals
 from draxr.core.placement import cheap_filter, fit_checked, fit_unresolvable, insufficient
 from draxr.core.scores import WEIGHTS
-from draxr.core.state import ClusterState, NodeUsage, PodInfo
+from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
 
 # Upstream's status code of each reason (fwk.Code as String()).
 _UNRESOLVABLE = "UnschedulableAndUnresolvable"
@@ -92,7 +92,7 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     feasible = []
     for name in names:
         node = state.nodes[name]
-        usage = state.usage.get(name) or NodeUsage()
+        usage = state.usage.get(name) or EMPTY_USAGE
         if cycle.names.names is not None and name not in cycle.names.names:
             reason = cycle.names.absent_reason
             filters[name] = {"plugin": "", "code": _UNRESOLVABLE, "reasons": [reason]}
