@@ -6,7 +6,8 @@ normalised to 0..100 over those nodes, then summed with the profile's weights.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
@@ -36,6 +37,7 @@ from draxr.core.spread import (
     NodeEligible,
     SpreadPreFilter,
     default_selector,
+    spread_domains,
     spread_prefilter,
     spread_scores,
     system_default_constraints,
@@ -149,9 +151,26 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
     constrained = bool(view.node_selector or view.required_node_affinity)
     everywhere = not constrained and not any(c.honor_node_taints for c in (*hard, *soft))
     eligible: NodeEligible = None if everywhere else check
-    spread = spread_prefilter(hard, pod.namespace, state, eligible) if hard else None
+    spread = None
+    if hard:
+        key = _domains_key(view, hard)
+        domains = state.spread_domains(key, lambda: spread_domains(hard, state, eligible))
+        counts = [state.spread_counts(key, domains, i, pod.namespace, c.selector) for i, c in enumerate(hard)]
+        spread = spread_prefilter(hard, counts)
     affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
     return PodCycle(pod, view, node_names(view), spread, None if affinity.skip else affinity, soft, eligible)
+
+
+def _domains_key(view: PodView, constraints: Sequence[Constraint]) -> Hashable:
+    """What spread_domains depends on besides the nodes: the constraints' keys and policies, and
+    the fields of the pod those policies read."""
+    shape = tuple((c.topology_key, c.honor_node_affinity, c.honor_node_taints) for c in constraints)
+    affinity = None
+    if any(c.honor_node_affinity for c in constraints) and (view.node_selector or view.required_node_affinity):
+        required = json.dumps(view.required_node_affinity, sort_keys=True)
+        affinity = (tuple(sorted(view.node_selector.items())), required)
+    taints = view.tolerations if any(c.honor_node_taints for c in constraints) else None
+    return shape, affinity, taints
 
 
 Scores = dict[str, dict[str, int]]  # plugin -> node -> normalised score

@@ -161,10 +161,77 @@ def _has_keys(labels: Labels, constraints: Sequence[Constraint]) -> bool:
     return all(c.topology_key in labels for c in constraints)
 
 
+@dataclass(frozen=True)
+class Domains:
+    """Per constraint, the topology domain of each node that PreFilter counts (it has every
+    constraint's key and passes the inclusion policies), and the set of those domains. It depends
+    only on the nodes and on what the policies read of the pod, so it is cached across cycles
+    while the nodes are unchanged (ClusterState.spread_domains)."""
+
+    by_node: tuple[Mapping[str, str], ...]
+    values: tuple[frozenset[str], ...]
+
+
+def spread_domains(constraints: Sequence[Constraint], cluster: SpreadCluster, eligible: NodeEligible) -> Domains:
+    by_node: list[dict[str, str]] = [{} for _ in constraints]
+    for node, labels in cluster.node_labels():
+        if not _has_keys(labels, constraints):
+            continue
+        for i, c in enumerate(constraints):
+            if eligible is None or eligible(node, c):
+                by_node[i][node] = labels[c.topology_key]
+    return Domains(tuple(by_node), tuple(frozenset(d.values()) for d in by_node))
+
+
+def counted(selector: Selector, namespace: str, pod_namespace: str, pod_labels: Labels, deleting: bool) -> bool:
+    """`countPodsMatchSelector` for one placed pod: not terminating, the namespace, a match (an
+    empty selector counts nothing)."""
+    return not deleting and pod_namespace == namespace and not selector.empty and selector.matches(pod_labels)
+
+
+class DomainCounts:
+    """One hard constraint's matching placed pods per domain (each counted domain present, 0 when
+    empty) and how many domains hold each count, so that the minimum needs no scan. Built once
+    and kept up to date pod by pod across cycles (ClusterState.spread_counts), where upstream's
+    PreFilter recounts every pod for every pod it schedules."""
+
+    __slots__ = ("_by_node", "_histogram", "counts")
+
+    def __init__(self, by_node: Mapping[str, str], values: frozenset[str]) -> None:
+        self._by_node = by_node
+        self.counts: dict[str, int] = dict.fromkeys(values, 0)
+        self._histogram: dict[int, int] = {0: len(values)} if values else {}
+
+    def add(self, node: str, delta: int) -> None:
+        value = self._by_node.get(node)
+        if value is None:
+            return  # a node PreFilter does not count (missing key, inclusion policies)
+        old = self.counts[value]
+        self.counts[value] = old + delta
+        h = self._histogram
+        if h[old] == 1:
+            del h[old]
+        else:
+            h[old] -= 1
+        h[old + delta] = h.get(old + delta, 0) + 1
+
+    def minimum(self) -> int:
+        return min(self._histogram, default=0)
+
+
+def domain_counts(
+    domains: Domains, index: int, namespace: str, selector: Selector, cluster: SpreadCluster
+) -> DomainCounts:
+    out = DomainCounts(domains.by_node[index], domains.values[index])
+    for node, count in _matching(cluster, selector, namespace).items():
+        out.add(node, count)
+    return out
+
+
 @dataclass
 class SpreadPreFilter:
     constraints: tuple[Constraint, ...]
-    counts: list[dict[str, int]]  # per constraint: topology value -> matching pods
+    counts: list[Mapping[str, int]]  # per constraint: topology value -> matching pods
     min_match: list[int]
 
     def filter(self, node_labels: Labels, pod_labels: Labels) -> str | None:
@@ -178,33 +245,13 @@ class SpreadPreFilter:
         return None
 
 
-def spread_prefilter(
-    constraints: tuple[Constraint, ...], namespace: str, cluster: SpreadCluster, eligible: NodeEligible
-) -> SpreadPreFilter | None:
-    """PreFilter over every node; None when there is no hard constraint (upstream skips)."""
+def spread_prefilter(constraints: tuple[Constraint, ...], counts: Sequence[DomainCounts]) -> SpreadPreFilter | None:
+    """PreFilter over every node (``counts``: each constraint's DomainCounts); None when there is
+    no hard constraint (upstream skips)."""
     if not constraints:
         return None
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    # Every eligible node's domain exists (with 0 matching pods unless counted below) ...
-    for node, labels in cluster.node_labels():
-        if not _has_keys(labels, constraints):
-            continue
-        for i, c in enumerate(constraints):
-            if eligible is None or eligible(node, c):
-                counts[i].setdefault(labels[c.topology_key], 0)
-    # ... and only nodes with matching pods add to a count.
-    for i, c in enumerate(constraints):
-        for node, count in _matching(cluster, c.selector, namespace).items():
-            known = cluster.labels_of(node)
-            if known is None or not _has_keys(known, constraints):
-                continue
-            if eligible is None or eligible(node, c):
-                counts[i][known[c.topology_key]] += count
-    mins = []
-    for i, c in enumerate(constraints):
-        domains = counts[i]
-        mins.append(0 if len(domains) < c.min_domains else min(domains.values(), default=0))
-    return SpreadPreFilter(constraints, counts, mins)
+    mins = [0 if len(dc.counts) < c.min_domains else dc.minimum() for c, dc in zip(constraints, counts, strict=True)]
+    return SpreadPreFilter(constraints, [dc.counts for dc in counts], mins)
 
 
 def spread_scores(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -29,8 +29,10 @@ from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
+from draxr.core.spread import DomainCounts, Domains, counted, domain_counts
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_DOMAINS_LIMIT = 64  # cached domain tables, and as many count tables (each as large as the fleet)
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
 
@@ -455,6 +457,14 @@ class ClusterState:
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
+        # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
+        # nodes alone (spreading's topology domains) are valid while it stays.
+        self.node_revision = 0
+        self._domains: dict[Hashable, Domains] = {}
+        # Hard spreading's per-domain counts, kept up to date as pods are placed and removed:
+        # key -> (namespace, selector, counts); dropped with the domains they count in.
+        self._domain_counts: dict[Hashable, tuple[str, Selector, DomainCounts]] = {}
+        self._domains_revision = -1
         # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
@@ -485,6 +495,7 @@ class ClusterState:
             self._count_images(info, +1)
         if old is None or info.scheduling_properties() != old.scheduling_properties():
             self.generation += 1  # (a status heartbeat changes nothing a filter reads)
+            self.node_revision += 1
 
     def _count_images(self, node: NodeInfo | None, sign: int) -> None:
         for name, size in node.images.items() if node is not None else ():
@@ -502,6 +513,7 @@ class ClusterState:
         self.nodes.pop(name, None)
         self.inventory.forget_node(name)
         self.generation += 1
+        self.node_revision += 1
 
     # ---- pods ----------------------------------------------------------------------------------
     def _placed_on(self, pod: PodInfo) -> str:
@@ -562,10 +574,45 @@ class ClusterState:
                 _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
                 if _tally(counts, node, sign):
                     del self._term_groups[id(pod.terms)]
+            for namespace, selector, domain in self._domain_counts.values():
+                if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
+                    domain.add(node, sign)
 
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
         return ((name, node.labels) for name, node in self.nodes.items())
+
+    def spread_domains(self, key: Hashable, build: Callable[[], Domains]) -> Domains:
+        """Spreading's topology domains for ``key`` (the constraints and what their inclusion
+        policies read of the pod), built once per node revision. Bounded: the pods of a cluster
+        come in few shapes, and a flood of distinct ones only costs a rebuild."""
+        if self._domains_revision != self.node_revision:
+            self._domains, self._domain_counts = {}, {}
+            self._domains_revision = self.node_revision
+        found = self._domains.get(key)
+        if found is None:
+            if len(self._domains) >= _DOMAINS_LIMIT:
+                self._domains.clear()
+            found = self._domains[key] = build()
+        return found
+
+    def spread_counts(
+        self, key: Hashable, domains: Domains, index: int, namespace: str, selector: Selector
+    ) -> DomainCounts:
+        """The matching pods per domain for constraint ``index`` of the constraints ``domains``
+        was built for (``key``: spread_domains' key), counted once, then maintained by _account.
+        Call spread_domains first in the same cycle (it drops counts of outdated domains)."""
+        full = (key, index, namespace, selector)
+        found = self._domain_counts.get(full)
+        if found is None:
+            if len(self._domain_counts) >= _DOMAINS_LIMIT:
+                self._domain_counts.clear()
+            found = self._domain_counts[full] = (
+                namespace,
+                selector,
+                domain_counts(domains, index, namespace, selector, self),
+            )
+        return found[2]
 
     def pod_groups(self) -> Iterable[PodGroup]:
         return self._groups.values()
