@@ -8,6 +8,10 @@ Results (both sides) follow draxr_dev.scheduling's schema. Equal means:
 - ``scores``: for every score plugin either side reports and every node upstream found feasible,
   the same normalised, unweighted score; a plugin (or a node) missing on one side counts as 0.
 
+- ``decision`` (when the Python side reports it): placement.schedule()'s own choice is a node of
+  the highest ``total`` upstream reports, or, when no node fits, it counts the same nodes per
+  reason.
+
 ``weights`` and ``total`` are not compared (the Python side may omit them).
 
 As a script, for debugging: ``python -m tests.differential.compare_scheduling cases.json go.json``
@@ -20,6 +24,7 @@ import json
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,7 +73,34 @@ def diff_results(go: Mapping[str, Any], py: Mapping[str, Any]) -> list[str]:
         for node in feasible:
             if g_plugin.get(node, 0) != p_plugin.get(node, 0):
                 out.append(f"scores[{plugin}][{node}]: go={g_plugin.get(node, 0)} python={p_plugin.get(node, 0)}")
+    out += _diff_decision(go, py.get("decision"))
     return out
+
+
+def _diff_decision(go: Mapping[str, Any], decision: Mapping[str, Any] | None) -> list[str]:
+    """placement.schedule()'s own decision (when the Python side reports it) against upstream's
+    outcome: a node of the highest weighted total (upstream breaks ties at random), or, when no
+    node fits, the same count of nodes per reason (what kube-scheduler's FitError summarises)."""
+    if decision is None:
+        return []
+    feasible = _feasible(go)
+    if feasible:
+        totals: Mapping[str, int] = go.get("total") or {}
+        best = max(totals.get(n, 0) for n in feasible)
+        top = sorted(n for n in feasible if totals.get(n, 0) == best)
+        if decision.get("node") not in top:
+            return [f"decision: go={top} (total {best}) python={dict(decision)}"]
+        return []
+    if "node" in decision:
+        return [f"decision: go=unschedulable python={dict(decision)}"]
+    reasons: Counter[str] = Counter()
+    for status in (go.get("filter") or {}).values():
+        reasons.update(status["reasons"])
+    got = decision.get("reasons") or {}
+    # A PreFilter rejection (an invalid pod, conflicting node names) is summarised on its own.
+    if got and got != dict(reasons):
+        return [f"decision.reasons: go={dict(reasons)} python={dict(got)}"]
+    return []
 
 
 def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> list[Mismatch]:

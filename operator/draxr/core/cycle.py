@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.interpod import (
+    REASON_AFFINITY,
     AffinityPreFilter,
     affinity_node_score,
     affinity_prefilter,
@@ -33,6 +34,7 @@ from draxr.core.scores import (
     resource_fit_score,
 )
 from draxr.core.spread import (
+    REASON_MISSING_LABEL,
     Constraint,
     NodeEligible,
     SpreadPreFilter,
@@ -121,16 +123,17 @@ class PodCycle:
         """Whether a filter here can reject a node (else only the cheap filters look at nodes)."""
         return self.spread is not None or self.affinity is not None
 
-    def filter(self, node: NodeInfo) -> tuple[str, str] | None:
-        """(plugin, reason) of the first of these filters the node fails, in upstream's order."""
+    def filter(self, node: NodeInfo) -> tuple[str, str, bool] | None:
+        """(plugin, reason, unresolvable) of the first of these filters the node fails, in
+        upstream's order; unresolvable: the status is UnschedulableAndUnresolvable."""
         if self.spread is not None:
             reason = self.spread.filter(node.labels, self.view.labels)
             if reason is not None:
-                return "PodTopologySpread", reason
+                return "PodTopologySpread", reason, reason == REASON_MISSING_LABEL
         if self.affinity is not None:
             reason = self.affinity.filter(node.labels)
             if reason is not None:
-                return "InterPodAffinity", reason
+                return "InterPodAffinity", reason, reason == REASON_AFFINITY
         return None
 
 

@@ -118,6 +118,57 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
     return max(_MIN_FEASIBLE_NODES, total * pct // 100)
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a filter rejects a node, as kube-scheduler's framework reports it."""
+
+    plugin: str  # "" when PreFilter's node-name narrowing left the node out (upstream names none)
+    reasons: tuple[str, ...]
+    unresolvable: bool  # UnschedulableAndUnresolvable: no pod leaving the node would help
+
+
+class NodeFilter:
+    """Phase 1's filters for one pod, in kube-scheduler's order and with its status codes:
+    PreFilter's node-name narrowing, NodeName, NodeUnschedulable, TaintToleration, NodeAffinity,
+    NodePorts (``before_fit``), then NodeResourcesFit, PodTopologySpread, InterPodAffinity
+    (``from_fit``). schedule() computes the node's device-plugin/DRA split between the two; the
+    differential harness (draxr_dev.scheduling.evaluate) runs the same two calls without DRA."""
+
+    __slots__ = ("checked", "cycle", "filtered", "narrowed", "pod", "view")
+
+    def __init__(self, pod: PodInfo, cycle: PodCycle) -> None:
+        self.pod, self.view, self.cycle = pod, cycle.view, cycle
+        self.narrowed = cycle.names.names
+        self.checked = fit_checked(pod)
+        # Whether a cheap filter can reject a schedulable, untainted node.
+        view = cycle.view
+        self.filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
+
+    def before_fit(self, node: NodeInfo, usage: NodeUsage) -> Rejection | None:
+        if self.narrowed is not None and node.name not in self.narrowed:
+            return Rejection("", (self.cycle.names.absent_reason,), True)
+        if node.unschedulable or node.taints or self.filtered:
+            rejected = cheap_filter(self.pod, self.view, node, usage)
+            if rejected is not None:
+                return Rejection(rejected[0], (rejected[1],), rejected[0] != "NodePorts")
+        return None
+
+    def from_fit(
+        self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
+    ) -> Rejection | None:
+        """``dra_names``: the requested names DRA serves on this node (the allocator checks them);
+        ``dra_reasons``: why the split itself rejects the node (an unserved extended resource)."""
+        fit = insufficient(self.checked, node, usage, dra_names)
+        if fit or dra_reasons:
+            unresolvable = fit_unresolvable(self.checked, node, dra_names)
+            return Rejection("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), unresolvable)
+        if self.cycle.filters_pods:
+            other = self.cycle.filter(node)
+            if other is not None:
+                return Rejection(other[0], (other[1],), other[2])
+        return None
+
+
 @dataclass
 class _Candidate:
     node: NodeInfo
@@ -150,7 +201,6 @@ def schedule(
     cycle = prepare(pod, state)
     if cycle.names.rejected is not None:
         return Unschedulable(f"0/{len(state.nodes)} nodes are available: {cycle.names.rejected}.", unresolvable=True)
-    narrowed = cycle.names.names
 
     prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
@@ -159,14 +209,11 @@ def schedule(
         names = names[start:] + names[:start]
     want = nodes_to_find(len(names), percentage_of_nodes)
     candidates_names = frozenset(prepared.candidates)
-    checked = fit_checked(pod)
+    filters = NodeFilter(pod, cycle)
     cpu, memory = pod.nonzero
     least = scoring is Scoring.LEAST_ALLOCATED
     by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
     node_restricted = prepared.node_restricted
-    # Whether any cheap filter can reject a node (else only unschedulable nodes are looked at).
-    filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
-    filters_pods = cycle.filters_pods
     no_unmapped: frozenset[str] = frozenset()
 
     reasons: Counter[str] = Counter()
@@ -180,14 +227,10 @@ def schedule(
             node = state.nodes[names[evaluated]]
             evaluated += 1
             usage = state.usage.get(node.name) or EMPTY_USAGE
-            if narrowed is not None and node.name not in narrowed:
-                reasons[cycle.names.absent_reason] += 1
+            rejection = filters.before_fit(node, usage)
+            if rejection is not None:
+                reasons[rejection.reasons[0]] += 1
                 continue
-            if node.unschedulable or node.taints or filtered:
-                rejected = cheap_filter(pod, view, node, usage)
-                if rejected is not None:
-                    reasons[rejected[1]] += 1
-                    continue
             # The split between device plugin and DRA depends only on which requested names the
             # node advertises in allocatable (and, for mapping CRs with a nodeSelector, which names
             # that selector leaves unmapped here): nodes that agree share one result.
@@ -201,16 +244,11 @@ def schedule(
                 problem = _mapping_problem(prepared, ext)
                 if problem is not None:
                     return Unschedulable(problem, unresolvable=True, until_inventory_changes=True)
-            fit = insufficient(checked, node, usage, ext.dra)
-            if fit or ext.reasons:
-                for r in dict.fromkeys([*fit, *ext.reasons]):
+            rejection = filters.from_fit(node, usage, ext.dra, ext.reasons)
+            if rejection is not None:
+                for r in rejection.reasons:
                     reasons[r] += 1
                 continue
-            if filters_pods:
-                rejected = cycle.filter(node)
-                if rejected is not None:
-                    reasons[rejected[1]] += 1
-                    continue
             fit_score = _fit_score(cpu, memory, node, usage, least)
             if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
                 fit_score = round(_with_devices(fit_score, state, node, usage, ext, device_scoring))

@@ -3,7 +3,8 @@ namespaces, workloads and the pod to place) through draxr's pure core, reported 
 harness's result schema (tests/scheduler_harness): per node the first failing filter plugin with
 its reasons, and per score plugin the normalised score of every feasible node.
 
-No devices are involved: the allocator has its own differential test.
+The node filters are placement's own NodeFilter, the one schedule() runs (without devices: the
+allocator has its own differential test).
 """
 
 from __future__ import annotations
@@ -12,25 +13,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from draxr.core.allocator import Features
 from draxr.core.cycle import prepare, score_nodes, weighted_totals
-from draxr.core.placement import cheap_filter, fit_checked, fit_unresolvable, insufficient
+from draxr.core.placement import Decision, NodeFilter, schedule
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
 
-# Upstream's status code of each reason (fwk.Code as String()).
-_UNRESOLVABLE = "UnschedulableAndUnresolvable"
-_CODES = {
-    "NodeName": _UNRESOLVABLE,
-    "NodeUnschedulable": _UNRESOLVABLE,
-    "TaintToleration": _UNRESOLVABLE,
-    "NodeAffinity": _UNRESOLVABLE,
-    "NodePorts": "Unschedulable",
-    "NodeResourcesFit": "Unschedulable",
-}
-_UNRESOLVABLE_REASONS = {
-    "node(s) didn't match pod topology spread constraints (missing required label)",
-    "node(s) didn't match pod affinity rules",
-}
+_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # fwk.Code as String()
 
 _WORKLOAD_KINDS = {
     "services": "Service",
@@ -79,6 +68,7 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         }
         result["filter"] = dict.fromkeys(names, status)
         result["scores"] = {}
+        result["decision"] = decide(pod, state)
         return result
     cycle = prepare(pod, state)
     if cycle.names.rejected is not None:
@@ -86,30 +76,18 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         status = {"plugin": plugin, "code": _UNRESOLVABLE, "reasons": [cycle.names.rejected]}
         result["filter"] = dict.fromkeys(names, status)
         result["scores"] = {}
+        result["decision"] = decide(pod, state)
         return result
-    checked = fit_checked(pod)
+    node_filter = NodeFilter(pod, cycle)
     filters: dict[str, dict[str, Any] | None] = {}
     feasible = []
     for name in names:
         node = state.nodes[name]
         usage = state.usage.get(name) or EMPTY_USAGE
-        if cycle.names.names is not None and name not in cycle.names.names:
-            reason = cycle.names.absent_reason
-            filters[name] = {"plugin": "", "code": _UNRESOLVABLE, "reasons": [reason]}
-            continue
-        rejected = cheap_filter(pod, view, node, usage)
-        if rejected is not None:
-            filters[name] = {"plugin": rejected[0], "code": _CODES[rejected[0]], "reasons": [rejected[1]]}
-            continue
-        fit = insufficient(checked, node, usage, ())
-        if fit:
-            code = _UNRESOLVABLE if fit_unresolvable(checked, node, ()) else "Unschedulable"
-            filters[name] = {"plugin": "NodeResourcesFit", "code": code, "reasons": fit}
-            continue
-        other = cycle.filter(node)
-        if other is not None:
-            code = _UNRESOLVABLE if other[1] in _UNRESOLVABLE_REASONS else "Unschedulable"
-            filters[name] = {"plugin": other[0], "code": code, "reasons": [other[1]]}
+        rejection = node_filter.before_fit(node, usage) or node_filter.from_fit(node, usage)
+        if rejection is not None:
+            code = _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
+            filters[name] = {"plugin": rejection.plugin, "code": code, "reasons": list(rejection.reasons)}
             continue
         filters[name] = None
         feasible.append(node)
@@ -119,4 +97,15 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     result["weights"] = {p: WEIGHTS[p] for p in scores}
     totals = weighted_totals(scores)
     result["total"] = {n.name: totals.get(n.name, 0) for n in feasible}
+    result["decision"] = decide(pod, state)
     return result
+
+
+def decide(pod: PodInfo, state: ClusterState) -> dict[str, Any]:
+    """What placement.schedule() itself decides (kube-scheduler's ranking: no device scoring, every
+    node evaluated below 100 nodes): {"node": ...} or {"unschedulable": message, "reasons": {reason:
+    nodes}}; compared with the harness's totals and filter reasons."""
+    decision = schedule(pod, state, features=Features(), device_scoring=None)
+    if isinstance(decision, Decision):
+        return {"node": decision.node}
+    return {"unschedulable": decision.message, "reasons": dict(decision.reasons)}
