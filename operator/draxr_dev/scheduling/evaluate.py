@@ -12,10 +12,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from draxr.core.cycle import prepare, score_nodes, weighted_totals
+from draxr.core import volumes
+from draxr.core.cycle import node_names, prepare, score_nodes, weighted_totals
 from draxr.core.placement import cheap_filter, fit_checked, fit_unresolvable, insufficient
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
+from draxr.core.storage import VolumeDecision
+from draxr_dev.scheduling.storage_case import build_storage
 
 # Upstream's status code of each reason (fwk.Code as String()).
 _UNRESOLVABLE = "UnschedulableAndUnresolvable"
@@ -70,6 +73,16 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     view = pod.view
     names = [n["metadata"]["name"] for n in case.get("nodes") or ()]
     result: dict[str, Any] = {"name": case.get("name", "")}
+    # The volume plugins' PreFilters run after NodeName's and NodeAffinity's, before the others'.
+    storage = build_storage(case)
+    vcycle = volumes.prefilter(pod_obj, storage, state.nodes)
+    if vcycle.rejected is not None and node_names(view).rejected is None:
+        rej = vcycle.rejected
+        rejection = {"plugin": rej.plugin, "code": rej.code, "reasons": list(rej.reasons)}
+        result["filter"] = dict.fromkeys(names, rejection)
+        result["scores"] = {}
+        return result
+    decisions: dict[str, VolumeDecision | None] = {}
     if view.invalid:
         # PreFilter rejects the pod: every node reports it.
         status = {
@@ -106,6 +119,12 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
             code = _UNRESOLVABLE if fit_unresolvable(checked, node, ()) else "Unschedulable"
             filters[name] = {"plugin": "NodeResourcesFit", "code": code, "reasons": fit}
             continue
+        verdict = volumes.filter_node(vcycle, storage, node)
+        if verdict.rejection is not None:
+            rej = verdict.rejection
+            filters[name] = {"plugin": rej.plugin, "code": rej.code, "reasons": list(rej.reasons)}
+            continue
+        decisions[name] = verdict.decision
         other = cycle.filter(node)
         if other is not None:
             code = _UNRESOLVABLE if other[1] in _UNRESOLVABLE_REASONS else "Unschedulable"
@@ -115,6 +134,8 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         feasible.append(node)
     result["filter"] = filters
     scores = score_nodes(cycle, state, feasible) if feasible else {}
+    if feasible:
+        scores["VolumeBinding"] = volumes.score_nodes(vcycle, {n.name: decisions.get(n.name) for n in feasible})
     result["scores"] = scores
     result["weights"] = {p: WEIGHTS[p] for p in scores}
     totals = weighted_totals(scores)
