@@ -17,9 +17,9 @@ PV is gone is Lost; a claim the user pre-bound by spec.volumeName waits in Pendi
 
 Volumes use CSI or local PVs and CSI (and two in-tree, migrated) provisioners: in-tree PV sources
 are out of scope (draxr.core.volumes does not translate them). Where upstream's choice depends on
-an informer's map order, the cases avoid the ambiguity: PV sizes are unique within a case, a
-class's CSIStorageCapacities cover disjoint nodes, and one driver at most keeps pods off nodes
-without it.
+an informer's map order, the cases avoid the ambiguity: PV sizes are unique within a case, one PV
+at most is pre-bound to a claim, a class's CSIStorageCapacities cover disjoint nodes, and one
+driver at most keeps pods off nodes without it.
 
 ``VOLUME_TAGS``: what the differential test demands at least 20 volume cases of.
 """
@@ -491,7 +491,7 @@ class _World:
             self.bind(pvc, class_name, existing_pod=existing_pod)
             return pvc
         if roll < 0.88:
-            class_name = r.choice(wffc) if r.random() < 0.96 else "missing-class"
+            class_name = r.choice(wffc) if r.random() < 0.95 else "missing-class"
             pvc = self.make_pvc(namespace, name, class_name, owner=owner)
             if class_name == "missing-class":
                 g.tag("vol:pvc-class-missing")
@@ -502,8 +502,8 @@ class _World:
                     pvc["metadata"]["annotations"] = {"volume.kubernetes.io/selected-node": self._node_name()}
                     g.tag("vol:pvc-wffc-selected-node")
             return pvc
-        if roll < 0.92:
-            class_name = r.choice(("standard", "standard", ""))
+        if roll < 0.935:
+            class_name = r.choice(("standard", ""))
             pvc = self.make_pvc(namespace, name, class_name, owner=owner)
             g.tag("vol:pvc-immediate-unbound" if class_name else "vol:pvc-no-class")
             if r.random() < 0.3:
@@ -576,11 +576,13 @@ class _World:
     def offer_pvs(self, pvc: JSON, class_name: str) -> None:
         """Available PVs that may or may not fit the claim (for WaitForFirstConsumer claims)."""
         r, g = self.r, self.g
+        prebound = False  # one PV at most pre-bound to the claim (upstream takes the first it sees)
         for _ in range(r.choice((0, 0, 1, 2, 3, 4))):
             modes = list(pvc["spec"]["accessModes"]) if r.random() < 0.7 else None
             mode = pvc["spec"]["volumeMode"] if r.random() < 0.9 else r.choice(("Filesystem", "Block"))
             cls = class_name if r.random() < 0.85 else r.choice((*CLASSES,))
-            if r.random() < 0.1:
+            if not prebound and r.random() < 0.1:
+                prebound = True
                 self.make_pv(cls, phase="Available", claim=pvc, claim_uid=False, modes=modes, volume_mode=mode)
                 g.tag("vol:pv-prebound-claimRef")
             elif r.random() < 0.1:
