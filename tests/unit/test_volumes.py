@@ -354,3 +354,41 @@ def test_smallest_fit(sizes: list[int], phases: list[str], rwx: list[bool], requ
         (size, f"pv-{i}") for i, size in enumerate(sizes) if phases[i] == "Available" and rwx[i] and size >= request
     ]
     assert (chosen.name if chosen else None) == (min(fits)[1] if fits else None)
+
+
+# --------------------------------------------------------------------------- PreBind
+
+
+def test_prebind_objects_and_binding_progress() -> None:
+    from draxr.core.storage import bound_pv_object, selected_node_pvc_object
+
+    s = storage(sc("fast"), pv("pv-1", "10Gi"), pvc("one"), pvc("two", "50Gi"))
+    p = pod(claim_vol("one"), claim_vol("two", name="more"))
+    decision = run(s, p).decision
+    assert decision is not None
+    assert not v.all_bound(p, s)
+    (claim, vol), *_ = decision.static_bindings
+    written = bound_pv_object(vol, claim)
+    assert written["spec"]["claimRef"]["uid"] == "uid-one"
+    assert written["metadata"]["annotations"] == {"pv.kubernetes.io/bound-by-controller": "yes"}
+    (to_provision, _), *_ = decision.provisions
+    annotated = selected_node_pvc_object(to_provision, "a")
+    assert annotated["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": "a"}
+    # The writes arrive; the PV controller has not bound anything yet: wait.
+    s.upsert_pv({**written, "metadata": {**written["metadata"], "resourceVersion": "5"}})
+    s.upsert_pvc({**annotated, "metadata": {**annotated["metadata"], "resourceVersion": "5"}})
+    progress = v.binding_progress(s, decision, "a", NODE_A.labels, {"pv/pv-1": "5", "pvc/default/two": "5"})
+    assert progress == v.BindingProgress(False)
+    # The static binding completes; the provisioner gives up (it drops the annotation): failed.
+    s.upsert_pvc(pvc("one", bound_to="pv-1"))
+    gave_up = pvc("two", "50Gi", annotations={"other": "x"})
+    gave_up["metadata"]["resourceVersion"] = "6"
+    s.upsert_pvc(gave_up)
+    assert v.binding_progress(s, decision, "a", NODE_A.labels).error == 'provisioning failed for PVC "two"'
+    # Both bound: done.
+    s.upsert_pv(pv("pv-2", "50Gi", phase="Bound", claim=("default", "two", "uid-two")))
+    bound_two = pvc("two", "50Gi", bound_to="pv-2")
+    bound_two["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = "a"
+    s.upsert_pvc(bound_two)
+    assert v.binding_progress(s, decision, "a", NODE_A.labels) == v.BindingProgress(True)
+    assert v.all_bound(p, s)

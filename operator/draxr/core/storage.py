@@ -44,7 +44,10 @@ __all__ = [
     "Volume",
     "VolumeAttachment",
     "VolumeDecision",
+    "bind_volume_to_claim",
+    "bound_pv_object",
     "pod_volumes",
+    "selected_node_pvc_object",
 ]
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

@@ -12,6 +12,13 @@ Use, per pod (``pod`` is the pod's API dict, ``nodes`` the names of the cluster'
                                                  # claims to provision): StorageState.assume(...)
     score_nodes(cycle, {node: verdict.decision}) # VolumeBinding's score (StorageCapacityScoring)
 
+and for the chosen node (the shell's Reserve / PreBind, as upstream's binder):
+
+    storage.assume(decision, node)               # AssumePodVolumes; storage.forget(decision) undoes
+    all_bound(pod, storage)                      # nothing to write: skip PreBind
+    storage.bound_pv_object, selected_node_pvc_object    # (draxr.core.storage) what PreBind writes
+    binding_progress(storage, decision, node, labels, written)  # checkBindings while waiting
+
 Not reproduced: in-tree PersistentVolumes (awsElasticBlockStore, gcePersistentDisk, ... PV sources)
 are not translated to CSI (upstream translates them on nodes whose CSINode lists the plugin as
 migrated: node affinity for VolumeBinding, driver and handle for NodeVolumeLimits): such a PV has
@@ -51,9 +58,12 @@ __all__ = [
     "ERR_PV_NOT_EXIST",
     "ERR_RWOP_CONFLICT",
     "ERR_ZONE_CONFLICT",
+    "BindingProgress",
     "Rejection",
     "VolumeCycle",
     "VolumeVerdict",
+    "all_bound",
+    "binding_progress",
     "filter_node",
     "find_matching_volume",
     "prefilter",
@@ -750,3 +760,89 @@ def score_nodes(cycle: VolumeCycle, decisions: Mapping[str, VolumeDecision | Non
     if not cycle.binding:
         return dict.fromkeys(decisions, 0)
     return {node: decision_score(d) for node, d in decisions.items()}
+
+
+# --------------------------------------------------------------------------- the binder's PreBind checks
+
+
+def all_bound(pod: Mapping[str, Any], storage: StorageState) -> bool:
+    """arePodVolumesBound (Reserve's allBound: PreBind has nothing to do): every claim of the pod
+    fully bound, in the assume cache's view."""
+    meta = pod.get("metadata") or {}
+    namespace, uid = str(meta.get("namespace") or "default"), str(meta.get("uid") or "")
+    for vol in pod_volumes(pod):
+        if vol.kind not in ("pvc", "ephemeral"):
+            continue
+        pvc = storage.assumed_pvc(namespace, vol.claim_name)
+        if pvc is None or not pvc.fully_bound:
+            return False
+        if vol.kind == "ephemeral" and pvc.controller_uid != uid:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class BindingProgress:
+    """checkBindings' answer: done, or an error (binding failed: roll back and retry the pod), or
+    neither (wait: poll again, upstream every second up to VolumeBindingArgs' 600 s)."""
+
+    done: bool
+    error: str | None = None
+
+
+def _older(written: str | None, seen: str | None) -> bool:
+    """CompareResourceVersion(written, seen) > 0: the watch has not delivered our write yet."""
+    try:
+        return written is not None and seen is not None and int(written) > int(seen)
+    except ValueError:
+        return False
+
+
+def binding_progress(
+    storage: StorageState,
+    decision: VolumeDecision,
+    node_name: str,
+    node_labels: Mapping[str, str],
+    written: Mapping[str, str] | None = None,
+) -> BindingProgress:
+    """The binder's checkBindings after PreBind's writes, on the API objects (not the assumptions).
+    ``written``: resourceVersions the writes returned, by "pv/<name>" and "pvc/<namespace>/<name>"."""
+    written = written or {}
+    for pvc0, pv0 in decision.static_bindings:
+        pv = storage.pvs.get(pv0.name)
+        if pv is None:
+            return BindingProgress(False, f'failed to check binding: persistentvolumes "{pv0.name}" not found')
+        pvc = storage.pvc(pvc0.namespace, pvc0.name)
+        if pvc is None:
+            return BindingProgress(False, f'failed to check binding: persistentvolumeclaims "{pvc0.key}" not found')
+        if _older(written.get(f"pv/{pv.name}"), pv.resource_version):
+            return BindingProgress(False)
+        if not pv_matches_node(pv, node_labels):
+            msg = f'pv "{pv.name}" node affinity doesn\'t match node "{node_name}": no matching NodeSelectorTerms'
+            return BindingProgress(False, msg)
+        if pv.claim_ref is None or not pv.claim_ref.uid:
+            return BindingProgress(False, f'ClaimRef got reset for pv "{pv.name}"')
+        if not pvc.fully_bound:
+            return BindingProgress(False)
+    for claim, _ in decision.provisions:
+        pvc = storage.pvc(claim.namespace, claim.name)
+        if pvc is None:
+            return BindingProgress(
+                False, f'failed to check provisioning pvc: persistentvolumeclaims "{claim.key}" not found'
+            )
+        if _older(written.get(f"pvc/{pvc.key}"), pvc.resource_version):
+            return BindingProgress(False)
+        if pvc.selected_node != node_name:
+            if pvc.selected_node is None and not (pvc.obj.get("metadata") or {}).get("annotations"):
+                return BindingProgress(False, f'selectedNode annotation reset for PVC "{pvc.name}"')
+            return BindingProgress(False, f'provisioning failed for PVC "{pvc.name}"')
+        if pvc.volume_name:
+            pv = storage.pvs.get(pvc.volume_name)
+            if pv is None:
+                return BindingProgress(False)  # not delivered yet
+            if not pv_matches_node(pv, node_labels):
+                msg = f'pv "{pv.name}" node affinity doesn\'t match node "{node_name}": no matching NodeSelectorTerms'
+                return BindingProgress(False, msg)
+        if not pvc.fully_bound:
+            return BindingProgress(False)
+    return BindingProgress(True)
