@@ -21,6 +21,7 @@
 //	 "csiNodes": [<storage/v1 CSINode>],
 //	 "csiDrivers": [<storage/v1 CSIDriver>],
 //	 "csiStorageCapacities": [<storage/v1 CSIStorageCapacity>],
+//	 "volumeAttachments": [<storage/v1 VolumeAttachment>],
 //	 "pod": <v1 Pod to place>}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
@@ -146,6 +147,7 @@ type testCase struct {
 	CSINodes               []*storagev1.CSINode            `json:"csiNodes,omitempty"`
 	CSIDrivers             []*storagev1.CSIDriver          `json:"csiDrivers,omitempty"`
 	CSIStorageCapacities   []*storagev1.CSIStorageCapacity `json:"csiStorageCapacities,omitempty"`
+	VolumeAttachments      []*storagev1.VolumeAttachment   `json:"volumeAttachments,omitempty"`
 	Pod                    *v1.Pod                         `json:"pod"`
 }
 
@@ -330,6 +332,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		objects = append(objects, o)
 	}
 	for _, o := range tc.CSIStorageCapacities {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.VolumeAttachments {
 		objects = append(objects, o)
 	}
 	for i, o := range objects {

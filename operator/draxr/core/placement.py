@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from draxr.core import volumes
 from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
-from draxr.core.cycle import PodCycle, node_affinity_matches, prepare, score_nodes, weighted_totals
+from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
 from draxr.core.mappings_crd import invalid_selectors
-from draxr.core.pod_view import PodView
+from draxr.core.pod_view import VOLUMES_UNSUPPORTED, PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.scores import resource_fit_score
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.storage import StorageState, VolumeDecision
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
 _FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")
@@ -39,6 +41,7 @@ class Decision:
     mappings: tuple[RequestMapping, ...]
     nodes_evaluated: int
     scores: Mapping[str, int] = field(default_factory=dict)  # plugin -> normalised score on ``node``
+    volumes: VolumeDecision | None = None  # VolumeBinding's decision on ``node`` (PV bindings, provisioning)
 
     @property
     def needs_claim(self) -> bool:
@@ -127,17 +130,47 @@ class Rejection:
     unresolvable: bool  # UnschedulableAndUnresolvable: no pod leaving the node would help
 
 
+def prefilter(pod: PodInfo, state: ClusterState) -> tuple[PodCycle, volumes.VolumeCycle | None] | Rejection:
+    """The PreFilters in the default profile's order (NodeName and NodeAffinity's node names,
+    the volume plugins, PodTopologySpread and InterPodAffinity): the cycle's states, or the
+    rejection every node reports."""
+    view = pod.view
+    names = node_names(view)
+    if names.rejected is not None:
+        plugin = "NodeAffinity" if names.rejected == "pod affinity terms conflict" else ""
+        return Rejection(plugin, (names.rejected,), True)
+    vcycle = None
+    if pod.volumes:
+        vcycle = volumes.prefilter(pod.raw, state.storage, state.nodes)
+        if vcycle.rejected is not None:
+            rejected = vcycle.rejected
+            return Rejection(rejected.plugin, rejected.reasons, rejected.code != volumes.UNSCHEDULABLE)
+    if view.invalid:
+        plugin = "InterPodAffinity" if "parsing pod" in view.invalid else "PodTopologySpread"
+        return Rejection(plugin, (view.invalid,), True)
+    return prepare(pod, state), vcycle
+
+
 class NodeFilter:
     """Phase 1's filters for one pod, in kube-scheduler's order and with its status codes:
     PreFilter's node-name narrowing, NodeName, NodeUnschedulable, TaintToleration, NodeAffinity,
-    NodePorts (``before_fit``), then NodeResourcesFit, PodTopologySpread, InterPodAffinity
-    (``from_fit``). schedule() computes the node's device-plugin/DRA split between the two; the
-    differential harness (draxr_dev.scheduling.evaluate) runs the same two calls without DRA."""
+    NodePorts (``before_fit``), then NodeResourcesFit, the volume plugins, PodTopologySpread,
+    InterPodAffinity (``from_fit``). schedule() computes the node's device-plugin/DRA split
+    between the two; the differential harness (draxr_dev.scheduling.evaluate) runs the same two
+    calls without DRA. VolumeBinding's decision on each node that passed is kept in ``decisions``."""
 
-    __slots__ = ("checked", "cycle", "filtered", "narrowed", "pod", "view")
+    __slots__ = ("checked", "cycle", "decisions", "filtered", "narrowed", "pod", "storage", "view", "volumes")
 
-    def __init__(self, pod: PodInfo, cycle: PodCycle) -> None:
+    def __init__(
+        self,
+        pod: PodInfo,
+        cycle: PodCycle,
+        vcycle: volumes.VolumeCycle | None = None,
+        storage: StorageState | None = None,
+    ) -> None:
         self.pod, self.view, self.cycle = pod, cycle.view, cycle
+        self.volumes, self.storage = vcycle, storage or StorageState()
+        self.decisions: dict[str, VolumeDecision | None] = {}
         self.narrowed = cycle.names.names
         self.checked = fit_checked(pod)
         # Whether a cheap filter can reject a schedulable, untainted node.
@@ -162,11 +195,23 @@ class NodeFilter:
         if fit or dra_reasons:
             unresolvable = fit_unresolvable(self.checked, node, dra_names)
             return Rejection("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), unresolvable)
+        if self.volumes is not None:
+            verdict = volumes.filter_node(self.volumes, self.storage, node)
+            if verdict.rejection is not None:
+                rejected = verdict.rejection
+                return Rejection(rejected.plugin, rejected.reasons, rejected.code != volumes.UNSCHEDULABLE)
+            self.decisions[node.name] = verdict.decision
         if self.cycle.filters_pods:
             other = self.cycle.filter(node)
             if other is not None:
                 return Rejection(other[0], (other[1],), other[2])
         return None
+
+    def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int] | None:
+        """VolumeBinding's scores of ``nodes`` (which passed from_fit), None without volumes."""
+        if self.volumes is None:
+            return None
+        return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
 @dataclass
@@ -186,21 +231,28 @@ def schedule(
     start: int = 0,
     percentage_of_nodes: int = 0,
     device_scoring: Scoring | None = None,
+    binds_volumes: bool = False,
 ) -> Decision | Unschedulable:
     """Choose a node for ``pod`` and allocate its special claim there.
 
     Two phases, for speed: the cheap filters and scoring run over the nodes (rotated by ``start``
     and cut off after kube-scheduler's number of feasible nodes); then the DRA allocator, the
     expensive part, runs on the candidates best score first until one fits. The allocator stays the
-    judge of every device decision; only the order of trying nodes differs from kube-scheduler."""
+    judge of every device decision; only the order of trying nodes differs from kube-scheduler.
+
+    ``binds_volumes``: the caller binds and provisions the chosen volumes before the pod's Binding
+    (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused."""
     view = pod.view
-    if view.unsupported:
-        return Unschedulable(f"draxr does not support {', '.join(view.unsupported)} yet", unresolvable=True)
-    if view.invalid:
-        return Unschedulable(view.invalid, unresolvable=True)
-    cycle = prepare(pod, state)
-    if cycle.names.rejected is not None:
-        return Unschedulable(f"0/{len(state.nodes)} nodes are available: {cycle.names.rejected}.", unresolvable=True)
+    unsupported = [f for f in view.unsupported if not (binds_volumes and f == VOLUMES_UNSUPPORTED)]
+    if unsupported:
+        return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
+    prefiltered = prefilter(pod, state)
+    if isinstance(prefiltered, Rejection):
+        if prefiltered.plugin in ("InterPodAffinity", "PodTopologySpread"):  # the pod itself is invalid
+            return Unschedulable(prefiltered.reasons[0], unresolvable=True)
+        message = f"0/{len(state.nodes)} nodes are available: {prefiltered.reasons[0]}."
+        return Unschedulable(message, unresolvable=prefiltered.unresolvable)
+    cycle, vcycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
@@ -209,7 +261,7 @@ def schedule(
         names = names[start:] + names[:start]
     want = nodes_to_find(len(names), percentage_of_nodes)
     candidates_names = frozenset(prepared.candidates)
-    filters = NodeFilter(pod, cycle)
+    filters = NodeFilter(pod, cycle, vcycle, state.storage)
     cpu, memory = pod.nonzero
     least = scoring is Scoring.LEAST_ALLOCATED
     by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
@@ -256,7 +308,7 @@ def schedule(
 
         # Every default score plugin over the candidates (kube-scheduler scores the nodes that
         # pass all its filters; here the allocator may still reject some of them).
-        scores = _score_candidates(cycle, state, candidates, least)
+        scores = _score_candidates(cycle, state, candidates, least, filters)
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         candidates.sort(key=lambda c: (-c.score, c.node.name))
         for cand in candidates:
@@ -301,17 +353,30 @@ def schedule(
                     reasons[reason or "cannot allocate all claims"] += 1
                     continue
             chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
-            return Decision(cand.node.name, cand.score, allocation, ext.dra_requests, ext.mappings, evaluated, chosen)
+            return Decision(
+                cand.node.name,
+                cand.score,
+                allocation,
+                ext.dra_requests,
+                ext.mappings,
+                evaluated,
+                chosen,
+                filters.decisions.get(cand.node.name),
+            )
     return Unschedulable(_summary(len(names), reasons), dict(reasons))
 
 
 def _score_candidates(
-    cycle: PodCycle, state: ClusterState, candidates: list[_Candidate], least: bool
+    cycle: PodCycle, state: ClusterState, candidates: list[_Candidate], least: bool, filters: NodeFilter
 ) -> dict[str, dict[str, int]]:
     if not candidates:
         return {}
     fit = {c.node.name: c.fit for c in candidates}
-    scores = score_nodes(cycle, state, [c.node for c in candidates], most_allocated=not least, fit_override=fit)
+    nodes = [c.node for c in candidates]
+    scores = score_nodes(cycle, state, nodes, most_allocated=not least, fit_override=fit)
+    volume = filters.volume_scores(nodes)
+    if volume is not None:
+        scores["VolumeBinding"] = volume
     totals = weighted_totals(scores)
     for c in candidates:
         c.score = totals.get(c.node.name, 0)

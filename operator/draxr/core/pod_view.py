@@ -122,12 +122,17 @@ def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- the view
 
 
+# Placement filters and scores such pods as kube-scheduler does (core.volumes); the operator does not
+# bind and provision their volumes yet, so it does not take them (placement.schedule binds_volumes).
+VOLUMES_UNSUPPORTED = "spec.volumes (persistent volume claims may be bound to zones)"
+
+
 def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
     """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
     spec = pod.get("spec") or {}
     found: list[str] = []
     if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
-        found.append("spec.volumes (persistent volume claims may be bound to zones)")
+        found.append(VOLUMES_UNSUPPORTED)
     if spec.get("resourceClaims"):
         found.append("spec.resourceClaims (ResourceClaims next to extended resources)")
     return found

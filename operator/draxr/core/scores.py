@@ -23,6 +23,7 @@ WEIGHTS = {
     "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
+    "VolumeBinding": 1,  # scored by draxr.core.volumes.score_nodes
 }
 _MB = 1024 * 1024
 _MIN_IMAGE_THRESHOLD = 23 * _MB

@@ -30,6 +30,7 @@ from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_m
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
 from draxr.core.spread import DomainCounts, Domains, counted, domain_counts
+from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _DOMAINS_LIMIT = 64  # cached domain tables, and as many count tables (each as large as the fleet)
@@ -208,6 +209,12 @@ def _terms(pod: Mapping[str, Any]) -> PodTerms | None:
     return shared
 
 
+def _volumes(pod: Mapping[str, Any]) -> tuple[Volume, ...]:
+    if not (pod.get("spec") or {}).get("volumes"):
+        return ()
+    return tuple(v for v in pod_volumes(pod) if v.kind != "other")
+
+
 def _node_images(node: Mapping[str, Any]) -> Mapping[str, int]:
     out: dict[str, int] = {}
     for image in (node.get("status") or {}).get("images") or ():
@@ -280,6 +287,7 @@ class PodInfo:
     labels: Labels  # shared between pods with equal labels (inter-pod affinity, spreading)
     terms: PodTerms | None  # its inter-pod (anti-)affinity terms, None without any
     nonzero: tuple[int, int]  # (milli-cpu, memory) as scoring counts them, see nonzero_requests
+    volumes: tuple[Volume, ...]  # the volumes a volume plugin looks at (claims, disks); () mostly
 
     @property
     def key(self) -> str:
@@ -342,6 +350,7 @@ class PodInfo:
             labels=_labels.get(meta.get("labels")),
             terms=_terms(pod),
             nonzero=_nonzero(pod),
+            volumes=_volumes(pod),
         )
 
 
@@ -452,6 +461,8 @@ class ClusterState:
         self.overrides: tuple[OverrideMapping, ...] = ()
         self.mapping: ExtendedResourceMapping = build_mapping(())
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
+        # PVs, claims, classes, CSI objects, and the placed pods' volumes (the volume plugins).
+        self.storage = StorageState()
         # (node, requested devices per class) -> why the node can never fit them; valid while the
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
@@ -577,6 +588,11 @@ class ClusterState:
             for namespace, selector, domain in self._domain_counts.values():
                 if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
                     domain.add(node, sign)
+            if pod.volumes:
+                if sign > 0:
+                    self.storage.place_pod(PodVolumes(pod.uid, pod.namespace, pod.name, node, pod.volumes))
+                else:
+                    self.storage.remove_pod(pod.uid)
 
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:

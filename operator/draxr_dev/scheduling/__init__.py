@@ -11,7 +11,8 @@ A case (JSON, Kubernetes objects in their v1 JSON form)::
      "replicationControllers": [ReplicationController], "replicaSets": [ReplicaSet],
      "statefulSets": [StatefulSet],
      # optional (volume cases): "persistentVolumes", "persistentVolumeClaims", "storageClasses",
-     # "csiNodes", "csiDrivers", "csiStorageCapacities": lists of the v1 / storage/v1 objects
+     # "csiNodes", "csiDrivers", "csiStorageCapacities", "volumeAttachments": lists of the v1 /
+     # storage/v1 objects
      "pod": Pod (to place)}
 
 Pods are written as users write them (pod affinity matchLabelKeys / mismatchLabelKeys and

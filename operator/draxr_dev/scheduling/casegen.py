@@ -894,9 +894,14 @@ def generate_case(seed: int, index: int) -> JSON:
     return case
 
 
-def generate(seed: int, count: int) -> list[JSON]:
-    """`count` cases, the same for the same seed."""
-    return [generate_case(seed, i) for i in range(count)]
+def generate(seed: int, count: int, volume_count: int = 0) -> list[JSON]:
+    """`count` cases, then `volume_count` volume cases (casegen_volumes); the same for the same seed."""
+    cases = [generate_case(seed, i) for i in range(count)]
+    if volume_count:
+        from draxr_dev.scheduling.casegen_volumes import generate_volume_case
+
+        cases += [generate_volume_case(seed, i) for i in range(volume_count)]
+    return cases
 
 
 def scan_tags(case: Mapping[str, Any]) -> set[str]:
@@ -994,10 +999,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--volumes", type=int, default=0, help="volume cases after the others (casegen_volumes)")
     ap.add_argument("-o", "--output", default="-", help="file for the JSON list of cases (- = stdout, '' = none)")
     ap.add_argument("--tally", action="store_true", help="print the coverage tally to stderr")
     args = ap.parse_args(argv)
-    cases = generate(args.seed, args.count)
+    cases = generate(args.seed, args.count, args.volumes)
     if args.output:
         text = json.dumps(cases, separators=(",", ":"))
         if args.output == "-":
@@ -1008,7 +1014,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tally:
         tally = feature_tally(cases)
         print(format_tally(tally), file=sys.stderr)
-        thin = {t: tally.get(t, 0) for t in REQUIRED_TAGS if tally.get(t, 0) < 20}
+        required: tuple[str, ...] = REQUIRED_TAGS
+        if args.volumes:
+            from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
+
+            required += VOLUME_TAGS
+        thin = {t: tally.get(t, 0) for t in required if tally.get(t, 0) < 20}
         print(f"{len(cases)} cases; required tags below 20: {thin or 'none'}", file=sys.stderr)
     return 0
 

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from draxr.core.allocator import Features
-from draxr.core.cycle import prepare, score_nodes, weighted_totals
-from draxr.core.placement import Decision, NodeFilter, schedule
+from draxr.core.cycle import score_nodes, weighted_totals
+from draxr.core.placement import Decision, NodeFilter, Rejection, prefilter, schedule
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
+from draxr_dev.scheduling.storage_case import build_storage
 
 _UNRESOLVABLE = "UnschedulableAndUnresolvable"  # fwk.Code as String()
 
@@ -47,6 +48,7 @@ def build_state(case: Mapping[str, Any]) -> ClusterState:
             state.upsert_workload({**obj, "kind": kind})
     for node in case.get("nodes") or ():
         state.upsert_node(node)
+    build_storage(case, state.storage)  # before the pods: ClusterState gives it their volumes
     for i, pod in enumerate(case.get("pods") or ()):
         state.upsert_pod(_with_identity(pod, "pod", i))
     return state
@@ -56,29 +58,17 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     state = build_state(case)
     pod_obj = _with_identity(case["pod"], "incoming", 0)
     pod = PodInfo.from_api(pod_obj, keep_object=True)
-    view = pod.view
     names = [n["metadata"]["name"] for n in case.get("nodes") or ()]
     result: dict[str, Any] = {"name": case.get("name", "")}
-    if view.invalid:
-        # PreFilter rejects the pod: every node reports it.
-        status = {
-            "plugin": "InterPodAffinity" if "parsing pod" in view.invalid else "PodTopologySpread",
-            "code": _UNRESOLVABLE,
-            "reasons": [view.invalid],
-        }
+    prefiltered = prefilter(pod, state)
+    if isinstance(prefiltered, Rejection):  # every node reports it
+        status = _status(prefiltered)
         result["filter"] = dict.fromkeys(names, status)
         result["scores"] = {}
         result["decision"] = decide(pod, state)
         return result
-    cycle = prepare(pod, state)
-    if cycle.names.rejected is not None:
-        plugin = "NodeAffinity" if cycle.names.rejected == "pod affinity terms conflict" else ""
-        status = {"plugin": plugin, "code": _UNRESOLVABLE, "reasons": [cycle.names.rejected]}
-        result["filter"] = dict.fromkeys(names, status)
-        result["scores"] = {}
-        result["decision"] = decide(pod, state)
-        return result
-    node_filter = NodeFilter(pod, cycle)
+    cycle, vcycle = prefiltered
+    node_filter = NodeFilter(pod, cycle, vcycle, state.storage)
     filters: dict[str, dict[str, Any] | None] = {}
     feasible = []
     for name in names:
@@ -86,13 +76,15 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         usage = state.usage.get(name) or EMPTY_USAGE
         rejection = node_filter.before_fit(node, usage) or node_filter.from_fit(node, usage)
         if rejection is not None:
-            code = _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
-            filters[name] = {"plugin": rejection.plugin, "code": code, "reasons": list(rejection.reasons)}
+            filters[name] = _status(rejection)
             continue
         filters[name] = None
         feasible.append(node)
     result["filter"] = filters
     scores = score_nodes(cycle, state, feasible) if feasible else {}
+    volume = node_filter.volume_scores(feasible) if feasible else None
+    if volume is not None:
+        scores["VolumeBinding"] = volume
     result["scores"] = scores
     result["weights"] = {p: WEIGHTS[p] for p in scores}
     totals = weighted_totals(scores)
@@ -101,11 +93,16 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _status(rejection: Rejection) -> dict[str, Any]:
+    code = _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
+    return {"plugin": rejection.plugin, "code": code, "reasons": list(rejection.reasons)}
+
+
 def decide(pod: PodInfo, state: ClusterState) -> dict[str, Any]:
     """What placement.schedule() itself decides (kube-scheduler's ranking: no device scoring, every
     node evaluated below 100 nodes): {"node": ...} or {"unschedulable": message, "reasons": {reason:
     nodes}}; compared with the harness's totals and filter reasons."""
-    decision = schedule(pod, state, features=Features(), device_scoring=None)
+    decision = schedule(pod, state, features=Features(), device_scoring=None, binds_volumes=True)
     if isinstance(decision, Decision):
         return {"node": decision.node}
     return {"unschedulable": decision.message, "reasons": dict(decision.reasons)}
