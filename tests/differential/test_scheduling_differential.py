@@ -4,7 +4,9 @@ The Go side is tests/scheduler_harness (k8s.io/kubernetes v1.37.2's pkg/schedule
 profile, the in-tree registry and the default feature gates), built and cached by
 hack/build-scheduler-harness.sh. Both evaluate the same generated cases
 (draxr_dev.scheduling.casegen, at least 2,000 of them, then 1,200 volume cases from
-draxr_dev.scheduling.casegen_volumes): every node's filter outcome (first failing plugin, status
+draxr_dev.scheduling.casegen_volumes and 800 claim cases from draxr_dev.scheduling.casegen_claims:
+DynamicResources for pods with ResourceClaims of their own and extended resources served by DRA):
+every node's filter outcome (first failing plugin, status
 code, reasons) must be the same, and every score plugin's normalised, unweighted score on every
 feasible node (tests/differential/compare_scheduling.py).
 
@@ -15,7 +17,7 @@ itself is checked by tests/differential/test_scheduler_harness.py.
 
 Like the other differential test, this never skips for want of a Go toolchain: if the harness
 cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default 1), DRAXR_SCHED_DIFF_SCALE
-(default 1.0: 2,000 + 1,200 volume cases; the per-tag minimum of 20 scales with it).
+(default 1.0: 2,000 + 1,200 volume + 800 claim cases; the per-tag minimum of 20 scales with it).
 
 Reproducing a mismatch: the failure message names a directory holding cases.json, go.json and
 mismatches.json; `python -m tests.differential.compare_scheduling DIR/cases.json DIR/go.json`
@@ -35,6 +37,7 @@ import pytest
 
 from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import REQUIRED_TAGS, as_stored, feature_tally, format_tally, generate
+from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
 from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python
 
@@ -42,6 +45,7 @@ SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
 SCALE = float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
 COUNT = max(1, round(2000 * SCALE))
 VOLUME_COUNT = max(1, round(1200 * SCALE))
+CLAIM_COUNT = max(1, round(800 * SCALE))
 MIN_CASES_PER_TAG = max(1, round(20 * min(SCALE, 1.0)))
 SHOW_MISMATCHES = 5
 
@@ -57,7 +61,7 @@ def harness() -> Path:
 
 @pytest.fixture(scope="module")
 def cases() -> list[dict[str, Any]]:
-    return generate(SEED, COUNT, VOLUME_COUNT)
+    return generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +73,8 @@ def go_results(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[str, Any]]) -> None:
-    assert generate(SEED, COUNT, VOLUME_COUNT) == cases, "the case generator is not deterministic"
-    assert len(cases) == COUNT + VOLUME_COUNT
+    assert generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT) == cases, "the case generator is not deterministic"
+    assert len(cases) == COUNT + VOLUME_COUNT + CLAIM_COUNT
     assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
     tally = feature_tally(cases)
     thin = {t: tally.get(t, 0) for t in REQUIRED_TAGS if tally.get(t, 0) < MIN_CASES_PER_TAG}
@@ -82,6 +86,13 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[st
     volume_tally = feature_tally(volume_cases)
     thin = {t: volume_tally.get(t, 0) for t in VOLUME_TAGS if volume_tally.get(t, 0) < MIN_CASES_PER_TAG}
     assert not thin, f"volume features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(volume_tally)}"
+    claim_cases = [c for c in cases if c["family"] == "claims"]
+    assert len(claim_cases) == CLAIM_COUNT
+    if SCALE >= 1:
+        assert len(claim_cases) >= 600
+    claim_tally = feature_tally(claim_cases)
+    thin = {t: claim_tally.get(t, 0) for t in CLAIM_TAGS if claim_tally.get(t, 0) < MIN_CASES_PER_TAG}
+    assert not thin, f"claim features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(claim_tally)}"
 
 
 def test_harness_accepts_every_case_and_outcomes_vary(
@@ -115,8 +126,17 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
+        "DynamicResources",
     ):
         assert rejected_by[plugin] >= MIN_CASES_PER_TAG, f"{plugin} rejects a node in only {rejected_by[plugin]} cases"
+    # DynamicResources' own outcomes on claim pods (PreFilter rejections count once per case).
+    dra: Counter[str] = Counter()
+    for r in go_results:
+        dra.update(
+            {s["reasons"][0] for s in r["filter"].values() if s is not None and s["plugin"] == "DynamicResources"}
+        )
+    for reason in ("cannot allocate all claims", "resourceclaim not available on the node"):
+        assert dra[reason] >= MIN_CASES_PER_TAG, f"DynamicResources: {reason!r} in only {dra[reason]} cases"
     nonzero: Counter[str] = Counter()
     for r in go_results:
         nonzero.update({p for p, nodes in r["scores"].items() if any(nodes.values())})

@@ -22,6 +22,11 @@
 //	 "csiDrivers": [<storage/v1 CSIDriver>],
 //	 "csiStorageCapacities": [<storage/v1 CSIStorageCapacity>],
 //	 "volumeAttachments": [<storage/v1 VolumeAttachment>],
+//	 // optional, for DRA cases (resource.k8s.io/v1):
+//	 "deviceClasses": [<DeviceClass>],
+//	 "resourceSlices": [<ResourceSlice>],
+//	 "resourceClaims": [<ResourceClaim>],
+//	 "resourceClaimTemplates": [<ResourceClaimTemplate>],
 //	 "pod": <v1 Pod to place>}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
@@ -46,7 +51,10 @@
 //   - a fake clientset and a SharedInformerFactory (scheduler.NewInformerFactory) holding
 //     every object of the case, including the nodes and all pods, started and synced before
 //     the pod is evaluated; the DRA manager, CSI manager and pod-group manager wired as
-//     scheduler.New wires them;
+//     scheduler.New wires them, including the DeviceClass informer feeding the DRA manager's
+//     extended-resource cache (addAllEventHandlers); the DRA manager's own caches (the claims'
+//     assume cache and its allocated-devices handler, the slice tracker, that extended-resource
+//     cache) have processed every object before the pod is evaluated;
 //   - the snapshot is built by the scheduler's own cache (backend/cache: AddNode, AddPod,
 //     UpdateSnapshot) from the nodes and the existing pods that the scheduler's pod informer
 //     would hand it: pods with spec.nodeName set and a phase other than Succeeded/Failed
@@ -100,12 +108,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -131,24 +142,28 @@ import (
 )
 
 type testCase struct {
-	Name                   string                          `json:"name"`
-	Family                 string                          `json:"family,omitempty"`
-	Tags                   []string                        `json:"tags,omitempty"`
-	Nodes                  []*v1.Node                      `json:"nodes"`
-	Pods                   []*v1.Pod                       `json:"pods"`
-	Namespaces             []*v1.Namespace                 `json:"namespaces"`
-	Services               []*v1.Service                   `json:"services"`
-	ReplicationControllers []*v1.ReplicationController     `json:"replicationControllers"`
-	ReplicaSets            []*appsv1.ReplicaSet            `json:"replicaSets"`
-	StatefulSets           []*appsv1.StatefulSet           `json:"statefulSets"`
-	PersistentVolumes      []*v1.PersistentVolume          `json:"persistentVolumes,omitempty"`
-	PersistentVolumeClaims []*v1.PersistentVolumeClaim     `json:"persistentVolumeClaims,omitempty"`
-	StorageClasses         []*storagev1.StorageClass       `json:"storageClasses,omitempty"`
-	CSINodes               []*storagev1.CSINode            `json:"csiNodes,omitempty"`
-	CSIDrivers             []*storagev1.CSIDriver          `json:"csiDrivers,omitempty"`
-	CSIStorageCapacities   []*storagev1.CSIStorageCapacity `json:"csiStorageCapacities,omitempty"`
-	VolumeAttachments      []*storagev1.VolumeAttachment   `json:"volumeAttachments,omitempty"`
-	Pod                    *v1.Pod                         `json:"pod"`
+	Name                   string                               `json:"name"`
+	Family                 string                               `json:"family,omitempty"`
+	Tags                   []string                             `json:"tags,omitempty"`
+	Nodes                  []*v1.Node                           `json:"nodes"`
+	Pods                   []*v1.Pod                            `json:"pods"`
+	Namespaces             []*v1.Namespace                      `json:"namespaces"`
+	Services               []*v1.Service                        `json:"services"`
+	ReplicationControllers []*v1.ReplicationController          `json:"replicationControllers"`
+	ReplicaSets            []*appsv1.ReplicaSet                 `json:"replicaSets"`
+	StatefulSets           []*appsv1.StatefulSet                `json:"statefulSets"`
+	PersistentVolumes      []*v1.PersistentVolume               `json:"persistentVolumes,omitempty"`
+	PersistentVolumeClaims []*v1.PersistentVolumeClaim          `json:"persistentVolumeClaims,omitempty"`
+	StorageClasses         []*storagev1.StorageClass            `json:"storageClasses,omitempty"`
+	CSINodes               []*storagev1.CSINode                 `json:"csiNodes,omitempty"`
+	CSIDrivers             []*storagev1.CSIDriver               `json:"csiDrivers,omitempty"`
+	CSIStorageCapacities   []*storagev1.CSIStorageCapacity      `json:"csiStorageCapacities,omitempty"`
+	VolumeAttachments      []*storagev1.VolumeAttachment        `json:"volumeAttachments,omitempty"`
+	DeviceClasses          []*resourceapi.DeviceClass           `json:"deviceClasses,omitempty"`
+	ResourceSlices         []*resourceapi.ResourceSlice         `json:"resourceSlices,omitempty"`
+	ResourceClaims         []*resourceapi.ResourceClaim         `json:"resourceClaims,omitempty"`
+	ResourceClaimTemplates []*resourceapi.ResourceClaimTemplate `json:"resourceClaimTemplates,omitempty"`
+	Pod                    *v1.Pod                              `json:"pod"`
 }
 
 type nodeStatus struct {
@@ -337,6 +352,18 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	for _, o := range tc.VolumeAttachments {
 		objects = append(objects, o)
 	}
+	for _, o := range tc.DeviceClasses {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.ResourceSlices {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.ResourceClaims {
+		objects = append(objects, o)
+	}
+	for _, o := range tc.ResourceClaimTemplates {
+		objects = append(objects, o)
+	}
 	for i, o := range objects {
 		if o == nil || reflectNil(o) {
 			return nil, fmt.Errorf("object #%d of the case is null", i)
@@ -370,6 +397,7 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 
 	// As in scheduler.New.
 	var draManager fwk.SharedDRAManager
+	var draSynced []cache.InformerSynced // the DRA manager's caches, waited for below
 	if gates.Enabled(features.DynamicResourceAllocation) {
 		claimCache := assumecache.NewAssumeCache(logger, informerFactory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
 		trackerOpts := resourceslicetracker.Options{
@@ -385,7 +413,21 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
-		draManager = dynamicresources.NewDRAManager(ctx, claimCache, tracker, informerFactory)
+		manager := dynamicresources.NewDRAManager(ctx, claimCache, tracker, informerFactory)
+		draManager = manager
+		// The claims' assume cache delivers to the manager's allocated-devices handler
+		// synchronously; its informer registration is synced once every claim went through.
+		claimsRegistration := claimCache.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+		draSynced = append(draSynced, claimsRegistration.HasSynced, tracker.HasSynced)
+		if gates.Enabled(features.DRAExtendedResource) {
+			// As addAllEventHandlers: the extended-resource cache is a DeviceClass handler.
+			erCache := manager.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache)
+			reg, err := informerFactory.Resource().V1().DeviceClasses().Informer().AddEventHandler(erCache)
+			if err != nil {
+				return nil, fmt.Errorf("registering the extended resource cache: %w", err)
+			}
+			draSynced = append(draSynced, reg.HasSynced)
+		}
 	}
 	csiManager := nodevolumelimits.NewCSIManager(informerFactory.Storage().V1().CSINodes().Lister())
 
@@ -414,6 +456,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		if !ok {
 			return nil, fmt.Errorf("informer for %v did not sync", typ)
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), draSynced...) {
+		return nil, errors.New("the DRA manager's caches did not sync")
 	}
 
 	return schedule(ctx, schedFramework, snapshot, pod)

@@ -13,23 +13,49 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from draxr.core import volumes
-from draxr.core.allocator import Allocated, AllocationFatalError, Allocator, Features
+from draxr.core import pod_claims, volumes
+from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
+from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
 from draxr.core.mappings_crd import invalid_selectors
-from draxr.core.pod_view import VOLUMES_UNSUPPORTED, PodView
+from draxr.core.pod_claims import ClaimsCycle, ClaimsRejection, PodClaim
+from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED, PodView
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.scores import resource_fit_score
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
 from draxr.core.storage import StorageState, VolumeDecision
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
-_FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")
+_FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")  # in fitsRequest's order
 
 
 class Scoring(StrEnum):
     LEAST_ALLOCATED = "LeastAllocated"
     MOST_ALLOCATED = "MostAllocated"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDecision:
+    """What the binder writes to one of the pod's own claims (``spec.resourceClaims``), in PreBind
+    as upstream's bindClaim: with ``allocation``, add the finalizer
+    ``resource.kubernetes.io/delete-protection`` if missing, then UpdateStatus with the allocation
+    (stamped with ``allocationTimestamp``) and the pod appended to ``reservedFor``; without it
+    (allocated already, e.g. shared with other pods) only append the pod to ``reservedFor``. Claims
+    already reserved for the pod are not listed. Assume ``allocation`` under ``key`` until the
+    claim's write is seen (ClusterState.assume_allocation / upsert_claim with the write's answer,
+    then forget_allocation): meanwhile other pods sharing the claim wait ("in the process of being
+    allocated") instead of allocating it a second time."""
+
+    entry: str  # spec.resourceClaims[].name
+    namespace: str
+    name: str
+    uid: str  # the claim's UID (a precondition for the write)
+    allocation: Mapping[str, Any] | None  # newly allocated: write it; None: allocated already
+    reserve: bool = True  # append {resource: pods, name, uid} of the pod to status.reservedFor
+
+    @property
+    def key(self) -> str:
+        return pod_claims.claim_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True)
@@ -42,6 +68,9 @@ class Decision:
     nodes_evaluated: int
     scores: Mapping[str, int] = field(default_factory=dict)  # plugin -> normalised score on ``node``
     volumes: VolumeDecision | None = None  # VolumeBinding's decision on ``node`` (PV bindings, provisioning)
+    # The pod's own claims to write before the Binding (DynamicResources' PreBind order: these in
+    # spec order, then the special claim), see ClaimDecision. Empty for pods without claims.
+    claims: tuple[ClaimDecision, ...] = ()
 
     @property
     def needs_claim(self) -> bool:
@@ -71,11 +100,13 @@ def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
 
 
 def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
-    """The pod's requests NodeResourcesFit checks against allocatable, sorted by name."""
+    """The pod's requests NodeResourcesFit checks against allocatable, in its order (fitsRequest:
+    cpu, memory, ephemeral-storage, then the scalar resources; upstream walks those in map order,
+    here by name)."""
+    first = {name: i for i, name in enumerate(_FIT_CHECKED)}
     return sorted(
-        (name, want)
-        for name, want in pod.units.items()
-        if name in _FIT_CHECKED or "/" in name or name.startswith("hugepages-")
+        ((n, want) for n, want in pod.units.items() if n in first or "/" in n or n.startswith("hugepages-")),
+        key=lambda item: (first.get(item[0], len(first)), item[0]),
     )
 
 
@@ -128,12 +159,29 @@ class Rejection:
     plugin: str  # "" when PreFilter's node-name narrowing left the node out (upstream names none)
     reasons: tuple[str, ...]
     unresolvable: bool  # UnschedulableAndUnresolvable: no pod leaving the node would help
+    error: bool = False  # a plugin error (code Error), not a rejection: the attempt fails
 
 
-def prefilter(pod: PodInfo, state: ClusterState) -> tuple[PodCycle, volumes.VolumeCycle | None] | Rejection:
+Prefiltered = tuple[PodCycle, volumes.VolumeCycle | None, ClaimsCycle | None]
+
+
+def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | ClaimsRejection | None:
+    """DynamicResources' PreFilter for the pod's own claims (core.pod_claims); None without any."""
+    claims_input = pod.view.claims_input
+    if claims_input is None:
+        return None
+    return pod_claims.prefilter(
+        claims_input,
+        state.claim_object,
+        lambda name: state.inventory.get_class(name) is not None,
+        state.allocation_in_flight,
+    )
+
+
+def prefilter(pod: PodInfo, state: ClusterState) -> Prefiltered | Rejection:
     """The PreFilters in the default profile's order (NodeName and NodeAffinity's node names,
-    the volume plugins, PodTopologySpread and InterPodAffinity): the cycle's states, or the
-    rejection every node reports."""
+    the volume plugins, PodTopologySpread and InterPodAffinity, DynamicResources for the pod's own
+    claims): the cycle's states, or the rejection every node reports."""
     view = pod.view
     names = node_names(view)
     if names.rejected is not None:
@@ -148,7 +196,10 @@ def prefilter(pod: PodInfo, state: ClusterState) -> tuple[PodCycle, volumes.Volu
     if view.invalid:
         plugin = "InterPodAffinity" if "parsing pod" in view.invalid else "PodTopologySpread"
         return Rejection(plugin, (view.invalid,), True)
-    return prepare(pod, state), vcycle
+    ccycle = claims_prefilter(pod, state)
+    if isinstance(ccycle, ClaimsRejection):
+        return Rejection("DynamicResources", (ccycle.reason,), not ccycle.error, ccycle.error)
+    return prepare(pod, state), vcycle, ccycle
 
 
 class NodeFilter:
@@ -214,6 +265,113 @@ class NodeFilter:
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
+CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
+
+
+@dataclass(frozen=True, slots=True)
+class DraFit:
+    """DynamicResources' Filter on one node: a rejection (``detail``: draxr's own, more telling
+    reason for the summary; ``fatal``: the allocator's error, which ends the pod's attempt), or the
+    special claim's chosen requests and allocation plus what to write to the pod's own claims."""
+
+    rejection: Rejection | None
+    detail: str = ""
+    fatal: AllocationFatalError | None = None
+    option: NodeRequests | None = None
+    special: Mapping[str, Any] | None = None
+    claims: tuple[ClaimDecision, ...] = ()
+
+
+class DynamicResources:
+    """DynamicResources' Filter for one pod, node by node (dynamicresources.go Filter): the
+    allocated claims' node selectors, then ONE allocator call with the claims to allocate, the
+    pod's own unallocated claims in spec order followed by the node's special claim (when the node
+    serves some of the pod's extended resources by DRA). Claims allocated already are only
+    reserved. The allocator is built once (one snapshot of the allocated devices per cycle)."""
+
+    __slots__ = ("_allocator", "ccycle", "features", "memo", "pod", "state")
+
+    def __init__(self, pod: PodInfo, state: ClusterState, features: Features, ccycle: ClaimsCycle | None) -> None:
+        self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
+        self._allocator: Allocator | None = None
+        self.memo = state.static_no_fit()
+
+    @property
+    def allocator(self) -> Allocator:
+        if self._allocator is None:
+            self._allocator = Allocator(self.state.inventory, self.state.allocated(), self.features)
+        return self._allocator
+
+    def unavailable(self, node: NodeInfo) -> bool:
+        """Some allocated claim's nodeSelector excludes the node."""
+        ccycle = self.ccycle
+        return ccycle is not None and bool(ccycle.selectors) and pod_claims.unavailable_on(ccycle, node.raw)
+
+    def _reject(self, reason: str, detail: str = "") -> DraFit:
+        return DraFit(Rejection("DynamicResources", (reason,), True), detail or reason)
+
+    def filter(self, node: NodeInfo, options: Sequence[NodeRequests]) -> DraFit:
+        """``options``: the special claim's requests on this node, the first preferred (mapping
+        CRs with several classes add the same requests with later classes)."""
+        user: tuple[PodClaim, ...] = self.ccycle.to_allocate if self.ccycle is not None else ()
+        try:
+            unavailable = self.unavailable(node)
+        except NodeSelectorError as e:  # validated by prefilter; kept as upstream's error
+            return DraFit(Rejection("DynamicResources", (str(e),), False, True), str(e))
+        if not user and not any(o.needs_claim for o in options):
+            if unavailable:
+                return self._reject(pod_claims.NOT_AVAILABLE)
+            return DraFit(None, option=options[0], claims=self._decisions(()))
+        reason, detail = CANNOT_ALLOCATE, ""
+        for option in options:
+            if not user:
+                # Only the special claim: the cheap per-class count first (never rejects a node
+                # the allocator would accept).
+                wanted = _devices_per_class(option.dra_requests)
+                memo_key = (node.name, node.labels_key, frozenset(wanted.items()))
+                quick = self.memo.get(memo_key)
+                if quick is None:
+                    found = self.allocator.cannot_fit(node.raw, wanted)
+                    if found is not None:
+                        quick = found[0]
+                        if found[1]:
+                            self.memo[memo_key] = quick
+                if quick is not None:
+                    reason, detail = CANNOT_ALLOCATE, quick
+                    continue
+            claims = [pc.claim for pc in user]
+            if option.needs_claim:
+                claims.append(_claim_for_allocation(self.pod, option.claim_requests()))
+            try:
+                outcome = self.allocator.allocate(node.raw, claims)
+            except AllocationFatalError as err:
+                return DraFit(Rejection("DynamicResources", (str(err),), False, True), str(err), fatal=err)
+            if isinstance(outcome, NoFit):
+                reason, detail = CANNOT_ALLOCATE, outcome.reason
+                continue
+            if isinstance(outcome, NodeFailure):
+                reason = detail = outcome.reason
+                continue
+            if unavailable:
+                return self._reject(pod_claims.NOT_AVAILABLE)
+            results = outcome.results
+            special = results[len(user)] if option.needs_claim else None
+            return DraFit(None, option=option, special=special, claims=self._decisions(results[: len(user)]))
+        return self._reject(reason, detail)
+
+    def _decisions(self, allocated: Sequence[Mapping[str, Any]]) -> tuple[ClaimDecision, ...]:
+        if self.ccycle is None:
+            return ()
+        out: list[ClaimDecision] = []
+        results = iter(allocated)
+        for pc in self.ccycle.claims:
+            if pc.allocation is None:
+                out.append(ClaimDecision(pc.entry, pc.namespace, pc.name, pc.uid, next(results)))
+            elif not pc.reserved:
+                out.append(ClaimDecision(pc.entry, pc.namespace, pc.name, pc.uid, None))
+        return tuple(out)
+
+
 @dataclass
 class _Candidate:
     node: NodeInfo
@@ -232,6 +390,7 @@ def schedule(
     percentage_of_nodes: int = 0,
     device_scoring: Scoring | None = None,
     binds_volumes: bool = False,
+    binds_claims: bool = False,
 ) -> Decision | Unschedulable:
     """Choose a node for ``pod`` and allocate its special claim there.
 
@@ -241,18 +400,28 @@ def schedule(
     judge of every device decision; only the order of trying nodes differs from kube-scheduler.
 
     ``binds_volumes``: the caller binds and provisions the chosen volumes before the pod's Binding
-    (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused."""
+    (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused.
+    ``binds_claims``: the caller writes the pod's own claims as ``Decision.claims`` says before
+    the Binding (DynamicResources' PreBind); without it, pods with ``spec.resourceClaims`` are
+    refused."""
     view = pod.view
-    unsupported = [f for f in view.unsupported if not (binds_volumes and f == VOLUMES_UNSUPPORTED)]
+    accepted = {VOLUMES_UNSUPPORTED: binds_volumes, CLAIMS_UNSUPPORTED: binds_claims}
+    unsupported = [f for f in view.unsupported if not accepted.get(f, False)]
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
     prefiltered = prefilter(pod, state)
     if isinstance(prefiltered, Rejection):
         if prefiltered.plugin in ("InterPodAffinity", "PodTopologySpread"):  # the pod itself is invalid
             return Unschedulable(prefiltered.reasons[0], unresolvable=True)
+        if prefiltered.error:  # upstream fails the attempt (and retries with backoff)
+            return Unschedulable(prefiltered.reasons[0])
         message = f"0/{len(state.nodes)} nodes are available: {prefiltered.reasons[0]}."
+        if prefiltered.plugin == "DynamicResources":
+            # The claim, its template's claim or a class may appear: claim, pod or class events.
+            missing_class = "device class" in prefiltered.reasons[0]
+            return Unschedulable(message, until_inventory_changes=missing_class)
         return Unschedulable(message, unresolvable=prefiltered.unresolvable)
-    cycle, vcycle = prefiltered
+    cycle, vcycle, ccycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)
     names = sorted(state.nodes)
@@ -269,8 +438,7 @@ def schedule(
     no_unmapped: frozenset[str] = frozenset()
 
     reasons: Counter[str] = Counter()
-    allocator: Allocator | None = None
-    no_fit_memo = state.static_no_fit()
+    dra = DynamicResources(pod, state, features, ccycle)
     evaluated = 0
     while evaluated < len(names):
         # Phase 1: cheap filters and scores until `want` nodes pass (or the nodes run out).
@@ -301,6 +469,13 @@ def schedule(
                 for r in rejection.reasons:
                     reasons[r] += 1
                 continue
+            if dra.unavailable(node):  # an allocated claim is elsewhere: cheap, so before scoring
+                fit = dra.filter(node, special_claim_options(prepared, node, ext, state))
+                if fit.fatal is not None:
+                    return _fatal(fit.fatal)
+                if fit.rejection is not None:
+                    reasons[fit.detail or fit.rejection.reasons[0]] += 1
+                    continue
             fit_score = _fit_score(cpu, memory, node, usage, least)
             if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
                 fit_score = round(_with_devices(fit_score, state, node, usage, ext, device_scoring))
@@ -314,44 +489,16 @@ def schedule(
         for cand in candidates:
             ext = cand.requests
             allocation: Mapping[str, Any] | None = None
-            if ext.needs_claim:
-                if allocator is None:
-                    allocator = Allocator(state.inventory, state.allocated(), features)
-                reason = None
-                # Mapping CRs list classes in order of preference: the same requests with the next
-                # class when the previous one cannot fit on this node. Trying whole claims per node
-                # (rather than one `firstAvailable` request with a subrequest per class) keeps the
-                # claim in KEP-5004's plain `exactly` shape, whose request names kubelet matches
-                # against the pod's requestMappings, and keeps the cheap per-class fit check.
-                for option in _class_options(prepared, cand, state):
-                    wanted = _devices_per_class(option.dra_requests)
-                    memo_key = (cand.node.name, cand.node.labels_key, frozenset(wanted.items()))
-                    reason = no_fit_memo.get(memo_key)
-                    if reason is None:
-                        quick = allocator.cannot_fit(cand.node.raw, wanted)
-                        if quick is not None:
-                            reason = quick[0]
-                            if quick[1]:
-                                no_fit_memo[memo_key] = reason
-                    if reason is not None:
-                        continue
-                    try:
-                        outcome = allocator.allocate(
-                            cand.node.raw, [_claim_for_allocation(pod, option.claim_requests())]
-                        )
-                    except AllocationFatalError as err:
-                        return Unschedulable(
-                            str(err), unresolvable=True, fatal_kind=err.kind, until_inventory_changes=True
-                        )
-                    if not isinstance(outcome, Allocated):
-                        reason = outcome.reason
-                        continue
-                    allocation = outcome.results[0]
-                    ext = option
-                    break
-                if allocation is None:
-                    reasons[reason or "cannot allocate all claims"] += 1
+            claims: tuple[ClaimDecision, ...] = ()
+            if ext.needs_claim or ccycle is not None:
+                fit = dra.filter(cand.node, _class_options(prepared, cand, state))
+                if fit.fatal is not None:
+                    return _fatal(fit.fatal)
+                if fit.rejection is not None:
+                    reasons[fit.detail or fit.rejection.reasons[0]] += 1
                     continue
+                allocation, claims = fit.special, fit.claims
+                ext = fit.option or ext
             chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
             return Decision(
                 cand.node.name,
@@ -362,8 +509,13 @@ def schedule(
                 evaluated,
                 chosen,
                 filters.decisions.get(cand.node.name),
+                claims,
             )
     return Unschedulable(_summary(len(names), reasons), dict(reasons))
+
+
+def _fatal(err: AllocationFatalError) -> Unschedulable:
+    return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind, until_inventory_changes=True)
 
 
 def _score_candidates(
@@ -424,6 +576,13 @@ def _mapping_problem(prepared: PodExtendedResources, ext: NodeRequests) -> str |
         if bad:
             return f"ExtendedResourceMapping {resolved.origin} for {name} has an invalid selector: {'; '.join(bad)}"
     return None
+
+
+def special_claim_options(
+    prepared: PodExtendedResources, node: NodeInfo, ext: NodeRequests, state: ClusterState
+) -> list[NodeRequests]:
+    """The special claim's request options on ``node`` (see _class_options), for DynamicResources.filter."""
+    return _class_options(prepared, _Candidate(node, 0, ext), state)
 
 
 def _class_options(prepared: PodExtendedResources, cand: _Candidate, state: ClusterState) -> list[NodeRequests]:

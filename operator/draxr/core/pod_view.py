@@ -125,6 +125,9 @@ def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
 # Placement filters and scores such pods as kube-scheduler does (core.volumes); the operator does not
 # bind and provision their volumes yet, so it does not take them (placement.schedule binds_volumes).
 VOLUMES_UNSUPPORTED = "spec.volumes (persistent volume claims may be bound to zones)"
+# Likewise for the pod's own ResourceClaims (core.pod_claims): placement allocates and reserves them
+# as kube-scheduler does, the operator does not write them yet (placement.schedule binds_claims).
+CLAIMS_UNSUPPORTED = "spec.resourceClaims (ResourceClaims next to extended resources)"
 
 
 def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
@@ -134,7 +137,7 @@ def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
     if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
         found.append(VOLUMES_UNSUPPORTED)
     if spec.get("resourceClaims"):
-        found.append("spec.resourceClaims (ResourceClaims next to extended resources)")
+        found.append(CLAIMS_UNSUPPORTED)
     return found
 
 
@@ -201,6 +204,9 @@ class PodView:
     preferred_node_affinity: tuple[Mapping[str, Any], ...] | None  # the field as written, None if unset
     images: tuple[str, ...]  # init then regular containers' images, then image volumes' references
     controller: tuple[str, str, str] | None  # (apiVersion, kind, name) of its controller owner
+    # What DynamicResources reads of a pod with spec.resourceClaims (core.pod_claims.prefilter):
+    # its identity, the entries and status.resourceClaimStatuses. None without claims.
+    claims_input: Mapping[str, Any] | None = None
 
     @property
     def depends_on_pods(self) -> bool:
@@ -277,4 +283,14 @@ def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = No
         preferred_node_affinity=tuple(preferred) if preferred is not None else None,
         images=tuple(images),
         controller=(str(owner.get("apiVersion")), str(owner.get("kind")), str(owner.get("name"))) if owner else None,
+        claims_input=_claims_input(pod) if spec.get("resourceClaims") else None,
     )
+
+
+def _claims_input(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        "spec": {"resourceClaims": list((pod.get("spec") or {}).get("resourceClaims") or ())},
+        "status": {"resourceClaimStatuses": list(status.get("resourceClaimStatuses") or ())},
+    }

@@ -796,5 +796,18 @@ class ClusterState:
         self.tracker.forget(key)
         self.generation += 1
 
+    def allocation_in_flight(self, key: str) -> bool:
+        """An allocation of claim ``key`` ("namespace/name") is assumed while the claim, as last seen,
+        has none: upstream's pending allocation, which other pods sharing the claim wait for."""
+        if not self.tracker.is_assumed(key):
+            return False
+        claim = self.claims.get(key)
+        return claim is None or not claim.allocated
+
+    def claim_object(self, key: str) -> dict[str, Any] | None:
+        """The claim ``key`` ("namespace/name") as last seen, None when unknown."""
+        claim = self.claims.get(key)
+        return claim.object() if claim is not None else None
+
     def allocated(self) -> AllocatedState:
         return self.tracker.snapshot()

@@ -12,7 +12,8 @@ A case (JSON, Kubernetes objects in their v1 JSON form)::
      "statefulSets": [StatefulSet],
      # optional (volume cases): "persistentVolumes", "persistentVolumeClaims", "storageClasses",
      # "csiNodes", "csiDrivers", "csiStorageCapacities", "volumeAttachments": lists of the v1 /
-     # storage/v1 objects
+     # storage/v1 objects; (claim cases) "deviceClasses", "resourceSlices", "resourceClaims",
+     # "resourceClaimTemplates": lists of the resource.k8s.io/v1 objects
      "pod": Pod (to place)}
 
 Pods are written as users write them (pod affinity matchLabelKeys / mismatchLabelKeys and

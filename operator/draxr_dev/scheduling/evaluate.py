@@ -3,8 +3,10 @@ namespaces, workloads and the pod to place) through draxr's pure core, reported 
 harness's result schema (tests/scheduler_harness): per node the first failing filter plugin with
 its reasons, and per score plugin the normalised score of every feasible node.
 
-The node filters are placement's own NodeFilter, the one schedule() runs (without devices: the
-allocator has its own differential test).
+The node filters are placement's own NodeFilter, the one schedule() runs, then DynamicResources'
+Filter (placement.DynamicResources: the allocated claims' node selectors, then the allocator with
+the pod's unallocated claims and the node's special claim) on every node that passed them, as the
+harness runs it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ from typing import Any
 
 from draxr.core.allocator import Features
 from draxr.core.cycle import score_nodes, weighted_totals
-from draxr.core.placement import Decision, NodeFilter, Rejection, prefilter, schedule
+from draxr.core.placement import (
+    CANNOT_ALLOCATE,
+    Decision,
+    DynamicResources,
+    NodeFilter,
+    Rejection,
+    prefilter,
+    schedule,
+    special_claim_options,
+)
+from draxr.core.requests import prepare_pod
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
 from draxr_dev.scheduling.storage_case import build_storage
@@ -49,6 +61,12 @@ def build_state(case: Mapping[str, Any]) -> ClusterState:
     for node in case.get("nodes") or ():
         state.upsert_node(node)
     build_storage(case, state.storage)  # before the pods: ClusterState gives it their volumes
+    for obj in case.get("deviceClasses") or ():
+        state.upsert_class(obj)
+    for obj in case.get("resourceSlices") or ():
+        state.upsert_slice(obj)
+    for obj in case.get("resourceClaims") or ():
+        state.upsert_claim(obj)
     for i, pod in enumerate(case.get("pods") or ()):
         state.upsert_pod(_with_identity(pod, "pod", i))
     return state
@@ -67,14 +85,22 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
         result["scores"] = {}
         result["decision"] = decide(pod, state)
         return result
-    cycle, vcycle = prefiltered
+    cycle, vcycle, ccycle = prefiltered
     node_filter = NodeFilter(pod, cycle, vcycle, state.storage)
+    prepared = prepare_pod(pod.view, state.mapping)
+    dra = DynamicResources(pod, state, Features(), ccycle)
     filters: dict[str, dict[str, Any] | None] = {}
     feasible = []
     for name in names:
         node = state.nodes[name]
         usage = state.usage.get(name) or EMPTY_USAGE
-        rejection = node_filter.before_fit(node, usage) or node_filter.from_fit(node, usage)
+        rejection = node_filter.before_fit(node, usage)
+        if rejection is None:
+            unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
+            ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
+            rejection = node_filter.from_fit(node, usage, ext.dra, ext.reasons)
+            if rejection is None and (ext.needs_claim or ccycle is not None):
+                rejection = dra.filter(node, special_claim_options(prepared, node, ext, state)).rejection
         if rejection is not None:
             filters[name] = _status(rejection)
             continue
@@ -94,7 +120,7 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _status(rejection: Rejection) -> dict[str, Any]:
-    code = _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
+    code = "Error" if rejection.error else _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
     return {"plugin": rejection.plugin, "code": code, "reasons": list(rejection.reasons)}
 
 
@@ -102,7 +128,13 @@ def decide(pod: PodInfo, state: ClusterState) -> dict[str, Any]:
     """What placement.schedule() itself decides (kube-scheduler's ranking: no device scoring, every
     node evaluated below 100 nodes): {"node": ...} or {"unschedulable": message, "reasons": {reason:
     nodes}}; compared with the harness's totals and filter reasons."""
-    decision = schedule(pod, state, features=Features(), device_scoring=None, binds_volumes=True)
+    decision = schedule(pod, state, features=Features(), device_scoring=None, binds_volumes=True, binds_claims=True)
     if isinstance(decision, Decision):
         return {"node": decision.node}
-    return {"unschedulable": decision.message, "reasons": dict(decision.reasons)}
+    # draxr says why the allocator found no fit ("cannot allocate all claims: claim ..., request
+    # ...: not enough suitable devices on this node"); upstream's reason is the part before the colon.
+    reasons: dict[str, int] = {}
+    for reason, count in decision.reasons.items():
+        key = CANNOT_ALLOCATE if reason.startswith(CANNOT_ALLOCATE) else reason
+        reasons[key] = reasons.get(key, 0) + count
+    return {"unschedulable": decision.message, "reasons": reasons}

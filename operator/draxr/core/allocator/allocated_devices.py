@@ -137,6 +137,10 @@ class AllocationTracker:
     def forget(self, key: str) -> None:
         self._set(self._assumed, key, None)
 
+    def is_assumed(self, key: str) -> bool:
+        """Whether an in-flight allocation is recorded under ``key``."""
+        return key in self._assumed
+
     # -- internals ----------------------------------------------------------------------------
 
     def _effective(self, key: str) -> _Contribution | None:
