@@ -378,6 +378,7 @@ class _Candidate:
     fit: int  # NodeResourcesFit's score (with draxr's device scoring, when on)
     requests: NodeRequests
     score: int = 0  # the weighted total, once the candidates are scored together
+    dra: DraFit | None = None  # DynamicResources' verdict when phase 1 ran it (pods with claims)
 
 
 def schedule(
@@ -398,6 +399,8 @@ def schedule(
     and cut off after kube-scheduler's number of feasible nodes); then the DRA allocator, the
     expensive part, runs on the candidates best score first until one fits. The allocator stays the
     judge of every device decision; only the order of trying nodes differs from kube-scheduler.
+    Pods with ResourceClaims of their own get DynamicResources in phase 1 on every node that passes
+    the other filters, as upstream: their choice is kube-scheduler's.
 
     ``binds_volumes``: the caller binds and provisions the chosen volumes before the pod's Binding
     (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused.
@@ -469,20 +472,24 @@ def schedule(
                 for r in rejection.reasons:
                     reasons[r] += 1
                 continue
-            if dra.unavailable(node):  # an allocated claim is elsewhere: cheap, so before scoring
-                fit = dra.filter(node, special_claim_options(prepared, node, ext, state))
-                if fit.fatal is not None:
-                    return _fatal(fit.fatal)
-                if fit.rejection is not None:
-                    reasons[fit.detail or fit.rejection.reasons[0]] += 1
+            verdict: DraFit | None = None
+            if ccycle is not None:
+                # A pod with claims of its own: DynamicResources filters before scoring, as upstream
+                # (the scores of the other plugins are normalised over the nodes that pass it).
+                verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
+                if verdict.fatal is not None:
+                    return _fatal(verdict.fatal)
+                if verdict.rejection is not None:
+                    reasons[verdict.detail or verdict.rejection.reasons[0]] += 1
                     continue
             fit_score = _fit_score(cpu, memory, node, usage, least)
             if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
                 fit_score = round(_with_devices(fit_score, state, node, usage, ext, device_scoring))
-            candidates.append(_Candidate(node, fit_score, ext))
+            candidates.append(_Candidate(node, fit_score, ext, dra=verdict))
 
         # Every default score plugin over the candidates (kube-scheduler scores the nodes that
-        # pass all its filters; here the allocator may still reject some of them).
+        # pass all its filters; here the allocator may still reject some of them, unless the pod
+        # has claims of its own).
         scores = _score_candidates(cycle, state, candidates, least, filters)
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         candidates.sort(key=lambda c: (-c.score, c.node.name))
@@ -490,15 +497,17 @@ def schedule(
             ext = cand.requests
             allocation: Mapping[str, Any] | None = None
             claims: tuple[ClaimDecision, ...] = ()
-            if ext.needs_claim or ccycle is not None:
-                fit = dra.filter(cand.node, _class_options(prepared, cand, state))
-                if fit.fatal is not None:
-                    return _fatal(fit.fatal)
-                if fit.rejection is not None:
-                    reasons[fit.detail or fit.rejection.reasons[0]] += 1
+            verdict = cand.dra
+            if verdict is None and ext.needs_claim:
+                verdict = dra.filter(cand.node, _class_options(prepared, cand, state))
+                if verdict.fatal is not None:
+                    return _fatal(verdict.fatal)
+                if verdict.rejection is not None:
+                    reasons[verdict.detail or verdict.rejection.reasons[0]] += 1
                     continue
-                allocation, claims = fit.special, fit.claims
-                ext = fit.option or ext
+            if verdict is not None:
+                allocation, claims = verdict.special, verdict.claims
+                ext = verdict.option or ext
             chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
             return Decision(
                 cand.node.name,
