@@ -203,7 +203,9 @@ def test_shared_unallocated_claim_is_not_allocated_twice_in_flight() -> None:
     first = decided(run(s, claim_pod([by_name("res", "shared")], name="a")))
     (c,) = first.claims
     assert c.allocation is not None
-    s.assume_allocation(c.key, c.allocation)  # what the shell does until the write is seen
+    assert first.claim_allocations == (("ns/shared", c.allocation),)
+    for key, alloc in first.claim_allocations:
+        s.assume_allocation(key, alloc)  # what the shell does until the write is seen
     out = rejected(run(s, claim_pod([by_name("res", "shared")], name="b")))
     assert out.message == ("0/1 nodes are available: resource claim ns/shared is in the process of being allocated.")
     # The write's answer (allocated, reserved for a) reaches the state, then the assumption goes.

@@ -38,10 +38,14 @@ class Scoring(StrEnum):
 class ClaimDecision:
     """What the binder writes to one of the pod's own claims (``spec.resourceClaims``), in PreBind
     as upstream's bindClaim: with ``allocation``, add the finalizer
-    ``resource.kubernetes.io/delete-protection`` if missing, then UpdateStatus with the allocation
-    (stamped with ``allocationTimestamp``) and the pod appended to ``reservedFor``; without it
-    (allocated already, e.g. shared with other pods) only append the pod to ``reservedFor``. Claims
-    already reserved for the pod are not listed. Assume ``allocation`` under ``key`` until the
+    ``resource.kubernetes.io/delete-protection`` if missing (an Update), then UpdateStatus with the
+    allocation and ``{resource: pods, name, uid}`` of the pod appended to ``reservedFor``; without
+    it (allocated already, e.g. shared with other pods) only the reservedFor append. Either way
+    upstream stamps ``allocation.allocationTimestamp`` when it is missing (binding conditions are on
+    by default in 1.37). Refuse the write if the claim is being deleted, or (with ``allocation``)
+    got allocated meanwhile. Roll back as Unreserve does: remove the pod from ``reservedFor``
+    (strategic-merge ``$patch: delete`` by uid) and leave deallocation to kube-controller-manager.
+    Claims already reserved for the pod are not listed. Assume ``allocation`` under ``key`` until the
     claim's write is seen (ClusterState.assume_allocation / upsert_claim with the write's answer,
     then forget_allocation): meanwhile other pods sharing the claim wait ("in the process of being
     allocated") instead of allocating it a second time."""
@@ -75,6 +79,12 @@ class Decision:
     @property
     def needs_claim(self) -> bool:
         return bool(self.requests)
+
+    @property
+    def claim_allocations(self) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+        """(claim key, allocation) of the pod's own claims allocated by this decision: what to
+        assume (ClusterState.assume_allocation) until each write is seen."""
+        return tuple((c.key, c.allocation) for c in self.claims if c.allocation is not None)
 
 
 @dataclass(frozen=True)
