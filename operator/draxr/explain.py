@@ -1,6 +1,7 @@
 """`draxr explain POD`: why a pod is pending (per node, in kube-scheduler's words), or what it got
 (node, claim, devices, request mappings). Read-only: one list of each kind, the same core as the
-operator, nothing assumed or written."""
+operator (the volume plugins' reasons included: claims missing or unbound, PV node affinity, ...),
+nothing assumed or written."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def explain_pending(state: ClusterState, uid: str) -> list[str]:
     """Try the pod on each node alone, so that every node gets its own reason."""
     pod = state.pods[uid]
     lines = [f"pod {pod.key} is not bound (scheduler {pod.scheduler_name})"]
-    overall = schedule(pod, state, features=DEFAULT_FEATURES)
+    overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
     if isinstance(overall, Decision):
         lines.append(f"  it fits now: draxr would choose node {overall.node}")
     else:
@@ -49,7 +50,7 @@ def explain_pending(state: ClusterState, uid: str) -> list[str]:
     try:
         for name in sorted(all_nodes):
             state.nodes = {name: all_nodes[name]}
-            result = schedule(pod, state, features=DEFAULT_FEATURES)
+            result = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
             if isinstance(result, Decision):
                 devices = [r["device"] for r in (result.allocation or {}).get("devices", {}).get("results", [])]
                 lines.append(f"  {name}: fits" + (f" (devices {', '.join(devices)})" if devices else ""))
@@ -69,6 +70,6 @@ async def explain(kube: Kube, namespace: str, name: str) -> str:
             for c in await kube.list(RESOURCE_CLAIMS, namespace)
         }
         return "\n".join(explain_bound(pod, claims))
-    state = await load_state(kube)
+    state = await load_state(kube, storage=True)
     state.upsert_pod(pod, keep_object=True)  # even a pod being deleted gets its reasons
     return "\n".join(explain_pending(state, pod["metadata"]["uid"]))

@@ -53,7 +53,8 @@ class Unschedulable:
     """No node fits. ``message`` is kube-scheduler's summary; ``unresolvable`` marks pods that no
     ordinary cluster change can help (unsupported fields, a broken class): they wait for their own
     update, or, when ``until_inventory_changes`` (a class, slice or mapping is at fault), for a
-    change of the DRA inventory or the mappings, as kube-scheduler requeues on DeviceClass events."""
+    change of the DRA inventory or the mappings, as kube-scheduler requeues on DeviceClass events
+    (and, for a volume plugin's PreFilter, of the storage objects: ClusterState.storage_revision)."""
 
     message: str
     reasons: Mapping[str, int] = field(default_factory=dict)
@@ -243,7 +244,9 @@ def schedule(
     ``binds_volumes``: the caller binds and provisions the chosen volumes before the pod's Binding
     (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused."""
     view = pod.view
-    unsupported = [f for f in view.unsupported if not (binds_volumes and f == VOLUMES_UNSUPPORTED)]
+    unsupported = list(view.unsupported)
+    if not binds_volumes and any(v.kind in ("pvc", "ephemeral") for v in pod.volumes):
+        unsupported.insert(0, VOLUMES_UNSUPPORTED)
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
     prefiltered = prefilter(pod, state)
@@ -251,7 +254,10 @@ def schedule(
         if prefiltered.plugin in ("InterPodAffinity", "PodTopologySpread"):  # the pod itself is invalid
             return Unschedulable(prefiltered.reasons[0], unresolvable=True)
         message = f"0/{len(state.nodes)} nodes are available: {prefiltered.reasons[0]}."
-        return Unschedulable(message, unresolvable=prefiltered.unresolvable)
+        # A volume plugin's PreFilter (a claim missing, unbound immediate claims, ...): storage
+        # events may heal it, as VolumeBinding's queueing hints requeue on PV/PVC/class events.
+        by_storage = prefiltered.plugin in volumes.PLUGINS
+        return Unschedulable(message, unresolvable=prefiltered.unresolvable, until_inventory_changes=by_storage)
     cycle, vcycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)
