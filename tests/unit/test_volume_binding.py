@@ -18,6 +18,8 @@ from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.state import ClusterState
 from draxr.core.storage import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
 from draxr.handlers import targets
+from draxr.scheduler import Scheduler
+from draxr.settings import Settings
 from draxr.watch import Target
 
 from .cluster_builders import cluster, pod
@@ -294,3 +296,34 @@ def test_storage_events_wake_waiting_pods_as_the_queueing_hints_do() -> None:
         {**pv("m", rv="5"), "metadata": {"name": "m", "resourceVersion": "5", "managedFields": [{}]}}
     )
     assert "managedFields" not in state.storage.pvs["m"].obj["metadata"]
+
+
+# --------------------------------------------------------------------------- the scheduling queue
+
+
+async def test_a_pod_whose_claim_is_missing_is_retried_on_the_claims_arrival_not_on_a_timer() -> None:
+    """PreFilter's "persistentvolumeclaim not found" is UnschedulableAndUnresolvable: the pod is
+    parked against the storage stamp, so the claim's arrival (a storage event) releases it, while
+    an unrelated cluster change does not."""
+    state = volume_cluster(*STATIC)
+    sched = Scheduler(None, state, Settings(backoff_initial_seconds=0.001), None)  # type: ignore[arg-type]
+    info = state.upsert_pod(pod("p", namespace=NS, volumes=[claim_vol("data")]))
+    result = schedule(info, state, features=DEFAULT_FEATURES, binds_volumes=True)
+    assert isinstance(result, Unschedulable)
+    assert 'persistentvolumeclaim "data" not found' in result.message
+    sched.queue.add(info.uid, 0, info.created)
+    assert sched.queue.next_ready(state.generation, sched._inventory_stamp())[0] == info.uid
+    stamp = sched._inventory_stamp() if result.until_inventory_changes else None
+    sched.queue.failed(info.uid, state.generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
+    await asyncio.sleep(0.01)  # the backoff is over
+    state.generation += 1  # something else changed (a pod, a node)
+    assert sched.queue.next_ready(state.generation, sched._inventory_stamp())[0] is None
+    by_name(_SinkOf(state))["persistentvolumeclaims"].upsert(pvc("data", cls="local", ns=NS))
+    assert sched.queue.next_ready(state.generation, sched._inventory_stamp())[0] == info.uid
+    assert isinstance(schedule(info, state, features=DEFAULT_FEATURES, binds_volumes=True), Decision)
+
+
+class _SinkOf(Sink):
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.nudges = 0
