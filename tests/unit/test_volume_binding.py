@@ -17,6 +17,7 @@ from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.state import ClusterState
 from draxr.core.storage import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
+from draxr.explain import explain_pending
 from draxr.handlers import targets
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
@@ -327,3 +328,19 @@ class _SinkOf(Sink):
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.nudges = 0
+
+
+def test_explain_gives_the_volume_plugins_reasons() -> None:
+    state = volume_cluster(sc("imm", mode="Immediate", provisioner="kubernetes.io/no-provisioner"))
+    state.storage.upsert_pvc(pvc("data", cls="imm", ns=NS))
+    info = state.upsert_pod(pod("p", namespace=NS, volumes=[claim_vol("data")]), keep_object=True)
+    assert explain_pending(state, info.uid)[1] == (
+        "  0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    )
+    # a static PV pinned to n2: n1 gets VolumeBinding's reason, n2 fits
+    state = volume_cluster(*STATIC, pvc("data", cls="local", ns=NS))
+    info = state.upsert_pod(pod("p", namespace=NS, volumes=[claim_vol("data")]), keep_object=True)
+    lines = explain_pending(state, info.uid)
+    assert "  it fits now: draxr would choose node n2" in lines
+    assert "  n1: node(s) didn't find available persistent volumes to bind" in lines
+    assert "  n2: fits" in lines
