@@ -115,6 +115,9 @@ async def operator(
         backoff_max_seconds=5,
         unschedulable_flush_seconds=10,
         release_sweep_seconds=5,
+        # A binding waits this long for its claims (upstream: 600 s): tests/integration/test_volumes.py
+        # sees a provisioner that is down fail the binding within the test.
+        volume_bind_timeout_seconds=10,
         # The admission webhook on loopback; the installed MutatingWebhookConfiguration calls it by url.
         bind_address="127.0.0.1",
         webhook_port=manifests.WEBHOOK_PORT,

@@ -1,12 +1,29 @@
-"""The write path for one decision: claim (with finalizer) -> claim status -> pod status -> binding.
+"""The write path for one decision: volumes -> claim (with finalizer) -> claim status -> pod status
+-> binding.
 
 Four writes per pod that needs devices, one (the binding) for a pod that needs none. Any failure
 rolls back what was written (finalizer off, claim deleted) and hands the pod back for a retry.
+
+Volumes first (VolumeBinding's PreBind, kube-scheduler 1.37.2's binder.BindPodVolumes): the PVs
+of static bindings get their claimRef (PUT of the PV as the cycle saw it, so a PV changed since
+conflicts), the claims to provision the ``volume.kubernetes.io/selected-node`` annotation (a
+merge patch under the claim's resourceVersion); then the binding waits, polling every second
+(``wait.PollUntilContextTimeout``, the first check after one interval) until checkBindings
+(``core.volumes.binding_progress``) says every claim is Bound, up to ``volume_bind_timeout_seconds``
+(VolumeBindingArgs.bindTimeoutSeconds, 600). An error or the timeout fails the binding: the
+assumptions are forgotten and the pod retried; the PV and claim writes stay, as upstream ("There
+is no API rollback if the actual binding fails": the PV controller completes a claimRef written,
+the provisioner clears a selected node it cannot serve). The special claim is only written once
+the volumes are bound, so a failed volume binding leaves no claim behind. In 1.37.2 the two PreBind
+plugins (VolumeBinding, then DynamicResources) may run in parallel (PreBindPreFlight's
+AllowParallel); this order is their sequential one (no parallel PreBind), which upstream also runs.
+The wait holds no write slot: bindings of other pods go on meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,10 +32,22 @@ from typing import Any
 from draxr import logs, metrics
 from draxr.core import claims as shape
 from draxr.core.placement import Decision
-from draxr.core.state import ClusterState, PodInfo
+from draxr.core.state import ClusterState, PodInfo, without_managed_fields
+from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
+from draxr.core.volumes import binding_progress
 from draxr.events import Recorder
 from draxr.faults import crash_point
-from draxr.kube import JSON_PATCH, MERGE_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
+from draxr.kube import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    RESOURCE_CLAIMS,
+    ApiException,
+    Kube,
+    api_message,
+)
 from draxr.loops import TooManyConflicts, retry_conflicts
 from draxr.releaser import drop_finalizer_and_delete
 
@@ -36,11 +65,22 @@ class BindingFailed(Exception):
         self.pod_gone = pod_gone
 
 
+VOLUME_BINDING = 'running PreBind plugin "VolumeBinding"'  # how upstream's framework prefixes its errors
+VOLUME_POLL_SECONDS = 1.0  # the binder's wait.PollUntilContextTimeout interval
+
+
 @dataclass
 class Binder:
     kube: Kube
     state: ClusterState
     recorder: Recorder
+    # Bounds the concurrent write phases (the scheduler's bind_concurrency); the volume wait holds none.
+    slots: asyncio.Semaphore | None = None
+    volume_bind_timeout: float = 600.0
+    volume_poll: float = VOLUME_POLL_SECONDS
+
+    def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self.slots if self.slots is not None else contextlib.nullcontext()
 
     async def bind(self, pod: PodInfo, decision: Decision) -> None:
         """Raises BindingFailed after rolling back; the caller requeues the pod."""
@@ -48,22 +88,32 @@ class Binder:
         claim: dict[str, Any] | None = None
         status_written = False
         allocation_unsure = False  # the allocation write was sent and its answer lost
+        volumes = decision.volumes if decision.volumes is not None and not decision.volumes.empty else None
         try:
-            if decision.needs_claim:
-                assert decision.allocation is not None
-                claim = await self._create_claim(pod, decision)
-                crash_point("create-claim")
-                allocation_unsure = True
-                claim = await self._write_allocation(pod, claim, decision.allocation)
-                allocation_unsure = False
-                crash_point("write-allocation")
-                await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
-                status_written = True
-                crash_point("pod-status")
-            await self._bind(pod, decision.node)
-            crash_point("bind")
+            if volumes is not None:  # VolumeBinding's PreBind: before DynamicResources' and the Binding
+                async with self._slot():
+                    written = await self._write_volumes(pod, volumes, decision.node)
+                crash_point("write-volumes")
+                await self._wait_volumes(pod, volumes, decision.node, written)
+                crash_point("volumes-bound")
+            async with self._slot():
+                if decision.needs_claim:
+                    assert decision.allocation is not None
+                    claim = await self._create_claim(pod, decision)
+                    crash_point("create-claim")
+                    allocation_unsure = True
+                    claim = await self._write_allocation(pod, claim, decision.allocation)
+                    allocation_unsure = False
+                    crash_point("write-allocation")
+                    await self._patch_pod_status(pod, claim["metadata"]["name"], decision)
+                    status_written = True
+                    crash_point("pod-status")
+                await self._bind(pod, decision.node)
+                crash_point("bind")
         except Exception as e:  # API refusals, and dropped connections or timeouts mid-way alike
             failure = e if isinstance(e, BindingFailed) else BindingFailed("write", f"{type(e).__name__}: {e}")
+            if volumes is not None:
+                self.state.storage.forget(volumes)  # Unreserve: RevertAssumedPodVolumes
             if claim is not None:  # never leave a half-written claim behind
                 if status_written:  # (a pod that is gone just fails the conditional patch)
                     await self._clear_pod_status(pod, claim["metadata"]["name"])
@@ -88,6 +138,54 @@ class Binder:
             note += f" with ResourceClaim {claim['metadata']['name']} ({', '.join(devices)})"
         await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note)
         log.info("pod bound", pod=pod.key, node=decision.node, claim=claim["metadata"]["name"] if claim else None)
+
+    # ---- VolumeBinding's PreBind -------------------------------------------------------------------
+    async def _write_volumes(self, pod: PodInfo, volumes: VolumeDecision, node: str) -> dict[str, str]:
+        """bindAPIUpdate: each static binding's PV with its claimRef, then each claim to provision
+        with the selected node. Returns the resourceVersions written (checkBindings waits until the
+        watches have delivered them)."""
+        storage = self.state.storage
+        written: dict[str, str] = {}
+        for pvc, pv in volumes.static_bindings:
+            try:
+                new = await self.kube.replace(PERSISTENT_VOLUMES, bound_pv_object(pv, pvc))
+            except ApiException as e:
+                raise BindingFailed(VOLUME_BINDING, api_message(e)) from e
+            written[f"pv/{pv.name}"] = str(new["metadata"].get("resourceVersion") or "")
+            storage.upsert_pv(without_managed_fields(new))  # the API's object ends the assumption
+            log.info("persistent volume bound to claim", pod=pod.key, pv=pv.name, pvc=pvc.key)
+        for pvc, _ in volumes.provisions:
+            patch: dict[str, Any] = {"metadata": {"annotations": {ANN_SELECTED_NODE: node}}}
+            if pvc.resource_version is not None:  # as upstream's Update of the claim it saw: no blind write
+                patch["metadata"]["resourceVersion"] = pvc.resource_version
+            try:
+                new = await self.kube.patch(PERSISTENT_VOLUME_CLAIMS, pvc.name, patch, pvc.namespace)
+            except ApiException as e:
+                raise BindingFailed(VOLUME_BINDING, api_message(e)) from e
+            written[f"pvc/{pvc.key}"] = str(new["metadata"].get("resourceVersion") or "")
+            storage.upsert_pvc(without_managed_fields(new))
+            log.info("claim annotated for provisioning", pod=pod.key, pvc=pvc.key, node=node)
+        return written
+
+    async def _wait_volumes(self, pod: PodInfo, volumes: VolumeDecision, node: str, written: dict[str, str]) -> None:
+        """Poll checkBindings (on the watches' view of the API objects) every ``volume_poll``
+        seconds until every claim is Bound, an error says the binding failed, or the timeout."""
+        deadline = time.monotonic() + self.volume_bind_timeout
+        while True:
+            await asyncio.sleep(min(self.volume_poll, max(0.0, deadline - time.monotonic())))
+            if pod.uid not in self.state.pods:
+                raise BindingFailed(VOLUME_BINDING, "binding volumes: pod does not exist any more", pod_gone=True)
+            info = self.state.nodes.get(node)
+            if info is None:
+                raise BindingFailed(VOLUME_BINDING, f'binding volumes: failed to get node "{node}": not found')
+            progress = binding_progress(self.state.storage, volumes, node, info.labels, written)
+            if progress.error is not None:
+                raise BindingFailed(VOLUME_BINDING, f"binding volumes: {progress.error}")
+            if progress.done:
+                log.info("all claims of the pod are bound", pod=pod.key, node=node)
+                return
+            if time.monotonic() >= deadline:
+                raise BindingFailed(VOLUME_BINDING, "binding volumes: context deadline exceeded")
 
     async def _create_claim(self, pod: PodInfo, decision: Decision) -> dict[str, Any]:
         body = shape.special_claim(pod.raw, [r.to_api() for r in decision.requests])

@@ -1,6 +1,7 @@
 """`draxr explain POD` (and `kubectl draxr explain`): why a pod is pending (per node, in
-kube-scheduler's words), or what it got (node, claim, devices, request mappings). Read-only: one
-list of each kind, the same core as the operator, nothing assumed or written.
+kube-scheduler's words, the volume plugins' reasons included: claims missing or unbound, PV node
+affinity, ...), or what it got (node, claim, devices, request mappings). Read-only: one list of
+each kind, the same core as the operator, nothing assumed or written.
 
 A report is plain data (for `-o json|yaml`); ``render`` turns it into the text lines."""
 
@@ -47,7 +48,7 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     """Try the pod on each node alone, so that every node gets its own reasons."""
     pod = state.pods[uid]
     report: Report = {"pod": pod.key, "bound": False, "scheduler": pod.scheduler_name}
-    overall = schedule(pod, state, features=DEFAULT_FEATURES)
+    overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
     if isinstance(overall, Decision):
         report["wouldChoose"] = overall.node
     else:
@@ -60,7 +61,7 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     try:
         for name in sorted(all_nodes):
             state.nodes = {name: all_nodes[name]}
-            result = schedule(pod, state, features=DEFAULT_FEATURES)
+            result = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
             if isinstance(result, Decision):
                 devices = [r["device"] for r in (result.allocation or {}).get("devices", {}).get("results", [])]
                 nodes.append({"node": name, "fits": True, "devices": devices})
@@ -114,7 +115,7 @@ async def report(kube: Kube, namespace: str, name: str) -> Report:
             for c in await kube.list(RESOURCE_CLAIMS, namespace)
         }
         return bound_report(pod, claims)
-    state = await load_state(kube)
+    state = await load_state(kube, storage=True)
     state.upsert_pod(pod, keep_object=True)  # even a pod being deleted gets its reasons
     return pending_report(state, pod["metadata"]["uid"])
 
@@ -122,7 +123,7 @@ async def report(kube: Kube, namespace: str, name: str) -> Report:
 async def pending_reports(kube: Kube, namespace: str | None, scheduler: str) -> list[Report]:
     """Every unbound pod for ``scheduler`` in the namespace (None: all namespaces), from one
     listing of the cluster."""
-    state = await load_state(kube)
+    state = await load_state(kube, storage=True)
     out = []
     for p in sorted(state.pods.values(), key=lambda p: p.key):
         if p.node_name or p.terminal or p.deleting or p.scheduler_name != scheduler:

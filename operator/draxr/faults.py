@@ -1,5 +1,7 @@
 """Crash points for the crash-safety tests: ``DRAXR_CRASH_AFTER=<step>`` makes the process SIGKILL
-itself right after that write step of a binding (create-claim, write-allocation, pod-status, bind).
+itself right after that write step of a binding (create-claim, write-allocation, pod-status, bind),
+or of a pod's volumes (write-volumes: the PV claimRefs and PVC selected-node annotations are
+written; volumes-bound: the claims are Bound, the Binding not written yet).
 Unset in production; reading it costs one dict lookup per step."""
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ import os
 import signal
 
 STEPS = ("create-claim", "write-allocation", "pod-status", "bind")
+VOLUME_STEPS = ("write-volumes", "volumes-bound")
 
 
 def crash_point(step: str) -> None:

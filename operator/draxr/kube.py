@@ -67,6 +67,14 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False)
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", True)
+# What the volume plugins read (VolumeBinding's informers, core.storage) and its PreBind writes.
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", False)
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", True)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", False)
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", False)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", False)
+CSI_STORAGE_CAPACITIES = Resource("storage.k8s.io", "v1", "csistoragecapacities", True)
+VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", False)
 
 _OBJECT = {200: "object", 201: "object", 202: "object"}
 _SERVER_RETRIES = 5  # as client-go: a 429, or a 5xx with Retry-After, was not processed; wait and resend

@@ -61,9 +61,11 @@ class Scheduler:
         self.queue = SchedulingQueue(
             settings.backoff_initial_seconds, settings.backoff_max_seconds, settings.unschedulable_flush_seconds
         )
-        self.binder = Binder(kube, state, recorder)
-        self.releaser = Releaser(kube, state)
         self._bind_slots = asyncio.Semaphore(settings.bind_concurrency)
+        self.binder = Binder(
+            kube, state, recorder, slots=self._bind_slots, volume_bind_timeout=settings.volume_bind_timeout_seconds
+        )
+        self.releaser = Releaser(kube, state)
         self._tasks: set[asyncio.Task[None]] = set()
         self._start = 0
         self._adoption_scanned: ExtendedResourceMapping | None = None
@@ -137,9 +139,10 @@ class Scheduler:
             self.running = False
 
     def _inventory_stamp(self) -> object:
-        """What a broken class, slice or mapping may be healed by: any change of those."""
+        """What a broken class, slice or mapping may be healed by: any change of those (and, for a
+        pod a volume plugin's PreFilter turned away, a storage event: ClusterState.storage_changed)."""
         inv = self.state.inventory
-        return (inv.revision, inv.class_revision, self.state.overrides)
+        return (inv.revision, inv.class_revision, self.state.overrides, self.state.storage_revision)
 
     def stalled_for(self) -> float:
         """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one,
@@ -163,6 +166,7 @@ class Scheduler:
                 start=self._start,
                 percentage_of_nodes=self.settings.percentage_of_nodes_to_score,
                 device_scoring=self.settings.device_scoring,
+                binds_volumes=True,  # the binder's VolumeBinding PreBind
             )
         except Exception:  # a bug must not stop scheduling of every other pod
             log.exception("scheduling cycle failed", pod=pod.key)
@@ -181,33 +185,38 @@ class Scheduler:
         self.state.assume_pod(pod.uid, result.node)
         if result.allocation is not None:
             self.state.assume_allocation(assumed_claim_key(pod.uid), result.allocation)
+        if result.volumes is not None and not result.volumes.empty:
+            # Reserve (AssumePodVolumes): the next cycle cannot take these PVs or claims.
+            self.state.storage.assume(result.volumes, result.node)
         self._spawn(self._bind(pod, result))
 
     async def _bind(self, pod: PodInfo, decision: Decision) -> None:
-        async with self._bind_slots:
-            try:
-                await self.binder.bind(pod, decision)
-            except BindingFailed as failure:
-                metrics.SCHEDULE_ATTEMPTS.labels(result="error").inc()
-                self.state.forget_pod(pod.uid)
-                log.warning("binding failed, pod requeued", pod=pod.key, node=decision.node, error=str(failure))
-                if failure.pod_gone:
-                    self.queue.done(pod.uid)
-                else:
-                    self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
-                    await self.recorder.pod_event(
-                        pod,
-                        reason="FailedScheduling",
-                        action="Scheduling",
-                        note=f"Binding rejected: {failure}",
-                        warning=True,
-                    )
-                return
-            except Exception:
-                log.exception("binding crashed", pod=pod.key)
-                self.state.forget_pod(pod.uid)
+        # (the binder takes a write slot per write phase: a pod waiting for its volumes holds none)
+        try:
+            await self.binder.bind(pod, decision)
+        except BindingFailed as failure:
+            metrics.SCHEDULE_ATTEMPTS.labels(result="error").inc()
+            self.state.forget_pod(pod.uid)
+            log.warning("binding failed, pod requeued", pod=pod.key, node=decision.node, error=str(failure))
+            if failure.pod_gone:
+                self.queue.done(pod.uid)
+            else:
                 self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
-                return
+                await self.recorder.pod_event(
+                    pod,
+                    reason="FailedScheduling",
+                    action="Scheduling",
+                    note=f"Binding rejected: {failure}",
+                    warning=True,
+                )
+            return
+        except Exception:
+            log.exception("binding crashed", pod=pod.key)
+            self.state.forget_pod(pod.uid)
+            if decision.volumes is not None:
+                self.state.storage.forget(decision.volumes)
+            self.queue.failed(pod.uid, self.state.generation, unschedulable=False)
+            return
         metrics.SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
         if not self.ours(pod):
             metrics.ADOPTED_PODS.inc()

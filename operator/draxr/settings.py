@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     )
     percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
     bind_concurrency: int = Field(64, ge=1, description="bindings written concurrently (each is 4 sequential writes)")
+    volume_bind_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="how long a binding waits for its PersistentVolumeClaims to be bound or provisioned "
+        "(kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds); then the pod is retried",
+    )
     backoff_initial_seconds: float = Field(1.0, gt=0)
     backoff_max_seconds: float = Field(60.0, gt=0)
     unschedulable_flush_seconds: float = Field(60.0, gt=0, description="retry unschedulable pods at least this often")

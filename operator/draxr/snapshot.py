@@ -13,7 +13,22 @@ from typing import Any, TypeVar
 
 from draxr.core import mappings_crd
 from draxr.core.state import ClaimInfo, ClusterState, compact, slim_node, slim_pod, without_managed_fields
-from draxr.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube, Resource
+from draxr.kube import (
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
+    DEVICE_CLASSES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
+    Kube,
+    Resource,
+)
 from draxr.mapping_status import list_mappings
 
 JSON = dict[str, Any]
@@ -67,9 +82,30 @@ async def list_cluster(kube: Kube) -> Listing:
     return Listing(nodes, slices, classes, claims, pods, mappings)
 
 
-async def load_state(kube: Kube) -> ClusterState:
+async def load_storage(kube: Kube, state: ClusterState) -> None:
+    """The volume plugins' objects (PVs, claims, classes, CSI objects) into ``state.storage``."""
+    st = state.storage
+    kinds: list[tuple[Resource, Callable[[Mapping[str, Any]], object]]] = [
+        (PERSISTENT_VOLUMES, st.upsert_pv),
+        (PERSISTENT_VOLUME_CLAIMS, st.upsert_pvc),
+        (STORAGE_CLASSES, st.upsert_class),
+        (CSI_NODES, st.upsert_csi_node),
+        (CSI_DRIVERS, st.upsert_csi_driver),
+        (CSI_STORAGE_CAPACITIES, st.upsert_capacity),
+        (VOLUME_ATTACHMENTS, st.upsert_attachment),
+    ]
+    listed = await asyncio.gather(*(_list(kube, res, without_managed_fields) for res, _ in kinds))
+    for (_, upsert), objs in zip(kinds, listed, strict=True):
+        for obj in objs:
+            upsert(obj)
+
+
+async def load_state(kube: Kube, *, storage: bool = False) -> ClusterState:
+    """``storage``: also the volume plugins' objects (``draxr explain``; ``draxr capacity`` needs none)."""
     listing = await list_cluster(kube)
     state = ClusterState()
+    if storage:
+        await load_storage(kube, state)
     listing.apply(state)
     state.set_overrides(mappings_crd.overrides(mappings_crd.parse_all(listing.mappings or ())))
     return state

@@ -464,22 +464,43 @@ def _pod_affinity(kind: str) -> JSON:
     return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
 
 
+VOLUME_SPECS = [
+    {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
+    {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
+]
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, "spec.volumes"),
-        ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, "spec.volumes"),
+        *((spec, "spec.volumes") for spec in VOLUME_SPECS),
         ({"resourceClaims": [{"name": "extra", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
     ],
 )
 def test_unsupported_fields_are_unresolvable(spec: JSON, field: str) -> None:
+    """Volume claims only for a caller that does not bind them (binds_volumes=False); the operator does."""
     s = cluster({"n1": 2})
     r = rejected(run(s, pod("web", gpus=1, **spec)))
     assert r.unresolvable
     assert r.fatal_kind is None
     assert field in r.message
     assert r.message.startswith("draxr does not support ")
-    assert any(f.startswith(field) for f in unsupported_fields(pod("web", **spec)))
+    assert any(f.startswith(field) for f in unsupported_fields(pod("web", **spec))) is (field != "spec.volumes")
+
+
+@pytest.mark.parametrize("spec", VOLUME_SPECS)
+def test_volume_prefilter_rejections_wait_for_storage_events(spec: JSON) -> None:
+    """With binds_volumes the volume plugins judge the pod: a claim that does not exist (yet) is
+    UnschedulableAndUnresolvable, and the pod waits for a storage event (the inventory stamp)."""
+    s = cluster({"n1": 2})
+    p = pod("web", gpus=1, **spec)
+    s.upsert_pod(p)
+    info = PodInfo.from_api(p, keep_object=True)
+    r = rejected(schedule(info, s, features=DEFAULT_FEATURES, binds_volumes=True))
+    assert r.unresolvable
+    assert r.until_inventory_changes
+    assert "persistentvolumeclaim" in r.message
+    assert unsupported_fields(p) == []
 
 
 def test_supported_lookalikes_are_scheduled() -> None:
@@ -503,10 +524,7 @@ def test_supported_lookalikes_are_scheduled() -> None:
 def test_all_unsupported_fields_are_listed() -> None:
     volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     p = pod("web", volumes=volumes, resourceClaims=[{"name": "x"}])
-    assert unsupported_fields(p) == [
-        "spec.volumes (persistent volume claims may be bound to zones)",
-        "spec.resourceClaims (ResourceClaims next to extended resources)",
-    ]
+    assert unsupported_fields(p) == ["spec.resourceClaims (ResourceClaims next to extended resources)"]
 
 
 @pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])

@@ -166,8 +166,6 @@ PVC = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"volumes": PVC}, "spec.volumes"),
-        ({"volumes": EPHEMERAL}, "spec.volumes"),
         ({"resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
     ],
 )
@@ -182,9 +180,17 @@ def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted
     assert not adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, **extra), MAPPING)
 
 
+@pytest.mark.parametrize("volumes", [PVC, EPHEMERAL])
+def test_pods_with_claims_and_ephemeral_volumes_are_steered_and_adopted(volumes: list[dict[str, Any]]) -> None:
+    """draxr binds their volumes as kube-scheduler's VolumeBinding (binder.py)."""
+    verdict = admission_verdict(pod({"example.com/gpu": "1"}, volumes=volumes), MAPPING)
+    assert (verdict.steer, verdict.result, verdict.unsupported) == (True, "steered", ())
+    assert adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, volumes=volumes), MAPPING)
+
+
 def test_unsupported_is_only_reported_for_pods_that_would_otherwise_be_steered() -> None:
-    # a device-plugin pod with a volume is just "unchanged": draxr would not have taken it anyway
-    verdict = admission_verdict(pod({"nvidia.com/gpu": "1"}, volumes=PVC), MAPPING)
+    # a device-plugin pod with a claim is just "unchanged": draxr would not have taken it anyway
+    verdict = admission_verdict(pod({"nvidia.com/gpu": "1"}, resourceClaims=[{"name": "c"}]), MAPPING)
     assert (verdict.steer, verdict.result, verdict.unsupported) == (False, "unchanged", ())
     # spreading and inter-pod (anti-)affinity are draxr's to place as kube-scheduler does: steered
     for extra in ({"topologySpreadConstraints": SPREAD}, {"affinity": ANTI}):

@@ -92,7 +92,8 @@ class Unschedulable:
     """No node fits. ``message`` is kube-scheduler's summary; ``unresolvable`` marks pods that no
     ordinary cluster change can help (unsupported fields, a broken class): they wait for their own
     update, or, when ``until_inventory_changes`` (a class, slice or mapping is at fault), for a
-    change of the DRA inventory or the mappings, as kube-scheduler requeues on DeviceClass events."""
+    change of the DRA inventory or the mappings, as kube-scheduler requeues on DeviceClass events
+    (and, for a volume plugin's PreFilter, of the storage objects: ClusterState.storage_revision)."""
 
     message: str
     reasons: Mapping[str, int] = field(default_factory=dict)
@@ -418,8 +419,9 @@ def schedule(
     the Binding (DynamicResources' PreBind); without it, pods with ``spec.resourceClaims`` are
     refused."""
     view = pod.view
-    accepted = {VOLUMES_UNSUPPORTED: binds_volumes, CLAIMS_UNSUPPORTED: binds_claims}
-    unsupported = [f for f in view.unsupported if not accepted.get(f, False)]
+    unsupported = [f for f in view.unsupported if not (binds_claims and f == CLAIMS_UNSUPPORTED)]
+    if not binds_volumes and any(v.kind in ("pvc", "ephemeral") for v in pod.volumes):
+        unsupported.insert(0, VOLUMES_UNSUPPORTED)
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
     prefiltered = prefilter(pod, state)
@@ -433,7 +435,10 @@ def schedule(
             # The claim, its template's claim or a class may appear: claim, pod or class events.
             missing_class = "device class" in prefiltered.reasons[0]
             return Unschedulable(message, until_inventory_changes=missing_class)
-        return Unschedulable(message, unresolvable=prefiltered.unresolvable)
+        # A volume plugin's PreFilter (a claim missing, unbound immediate claims, ...): storage
+        # events may heal it, as VolumeBinding's queueing hints requeue on PV/PVC/class events.
+        by_storage = prefiltered.plugin in volumes.PLUGINS
+        return Unschedulable(message, unresolvable=prefiltered.unresolvable, until_inventory_changes=by_storage)
     cycle, vcycle, ccycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)

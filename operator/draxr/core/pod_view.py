@@ -122,8 +122,9 @@ def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
 # --------------------------------------------------------------------------- the view
 
 
-# Placement filters and scores such pods as kube-scheduler does (core.volumes); the operator does not
-# bind and provision their volumes yet, so it does not take them (placement.schedule binds_volumes).
+# What placement.schedule answers for a pod with persistent or generic ephemeral volumes when its
+# caller does not bind them (binds_volumes=False). The operator binds them (VolumeBinding's PreBind,
+# binder.py), so they are no unsupported field any more.
 VOLUMES_UNSUPPORTED = "spec.volumes (persistent volume claims may be bound to zones)"
 # Likewise for the pod's own ResourceClaims (core.pod_claims): placement allocates and reserves them
 # as kube-scheduler does, the operator does not write them yet (placement.schedule binds_claims).
@@ -134,8 +135,6 @@ def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
     """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
     spec = pod.get("spec") or {}
     found: list[str] = []
-    if any("persistentVolumeClaim" in v or "ephemeral" in v for v in spec.get("volumes") or ()):
-        found.append(VOLUMES_UNSUPPORTED)
     if spec.get("resourceClaims"):
         found.append(CLAIMS_UNSUPPORTED)
     return found

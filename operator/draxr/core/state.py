@@ -463,6 +463,9 @@ class ClusterState:
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
         # PVs, claims, classes, CSI objects, and the placed pods' volumes (the volume plugins).
         self.storage = StorageState()
+        # Bumped (with ``generation``) by the storage events that can make a pod schedulable; pods a
+        # volume plugin's PreFilter turned away wait for it (the scheduler's inventory stamp).
+        self.storage_revision = 0
         # (node, requested devices per class) -> why the node can never fit them; valid while the
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
@@ -492,6 +495,15 @@ class ClusterState:
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
+
+    # ---- storage (the volume plugins' objects) ------------------------------------------------------
+    def storage_changed(self) -> None:
+        """A storage event that can make a waiting pod schedulable (VolumeBinding's, VolumeZone's,
+        NodeVolumeLimits' and VolumeRestrictions' queueing hints: a PV or claim added or updated,
+        a class, CSINode, CSIDriver or CSIStorageCapacity added or updated, a VolumeAttachment
+        deleted)."""
+        self.generation += 1
+        self.storage_revision += 1
 
     # ---- nodes ---------------------------------------------------------------------------------
     def upsert_node(self, node: Mapping[str, Any]) -> None:

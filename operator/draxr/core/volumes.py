@@ -58,6 +58,7 @@ __all__ = [
     "ERR_PV_NOT_EXIST",
     "ERR_RWOP_CONFLICT",
     "ERR_ZONE_CONFLICT",
+    "PLUGINS",
     "BindingProgress",
     "Rejection",
     "VolumeCycle",
@@ -70,6 +71,7 @@ __all__ = [
     "score_nodes",
 ]
 
+PLUGINS = frozenset({"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"})
 UNRESOLVABLE = "UnschedulableAndUnresolvable"
 UNSCHEDULABLE = "Unschedulable"
 ERROR = "Error"
