@@ -12,10 +12,12 @@ in that control plane, and no image; the operator runs as a local process with t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,9 @@ ObjKey = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 REFUSALS = ("forbidden", "api request refused", "not enough permissions", "(403)", '"status": 403')
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
+# helm's cache, config and data directories for the tests that need no cluster; removed at exit.
+HELM_HOME = Path(tempfile.mkdtemp(prefix="draxr-helm-home."))
+atexit.register(shutil.rmtree, HELM_HOME, ignore_errors=True)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 
 
@@ -64,7 +69,7 @@ def helm(*args: str, kubeconfig: Path | None = None, home: Path | None = None) -
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HELM_", "KUBECONFIG"))}
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
-    base = home or Path(os.environ.get("TMPDIR", "/tmp")) / f"draxr-helm-home-{os.getpid()}"
+    base = home or HELM_HOME
     for var, sub in (("HELM_CACHE_HOME", "cache"), ("HELM_CONFIG_HOME", "config"), ("HELM_DATA_HOME", "data")):
         env[var] = str(base / sub)
     return subprocess.run(
