@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,10 @@ def test_default_values_render_the_kustomize_objects(kustomized: dict[ObjKey, Ob
     # Nothing is added: no Helm labels or annotations on any object.
     for obj in rendered.values():
         assert not any(k.startswith(("helm.sh/", "meta.helm.sh/")) for k in obj["metadata"].get("labels", {}))
+    # The image tag is the chart's appVersion, which is the package's version.
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    pyproject = tomllib.loads((helmchart.REPO_ROOT / "pyproject.toml").read_text())
+    assert chart["appVersion"] == pyproject["project"]["version"]
     roles = {k[3]: v["rules"] for k, v in rendered.items() if k[1] in ("ClusterRole", "Role")}
     assert set(roles) == {"draxr", "draxr-leader-election", "draxr-webhook-certs", "draxr-webhook"}
 
