@@ -249,6 +249,8 @@ def test_values_reach_the_objects() -> None:
         "extraArgs={--scoring,MostAllocated}",
         "extraEnv[0].name=DRAXR_CLIENT_QPS",
         "extraEnv[0].value=50",
+        "extraEnv[1].name=NODE",
+        "extraEnv[1].valueFrom.fieldRef.fieldPath=spec.nodeName",
         "nodeSelector.pool=system",
         "tolerations[0].key=dedicated",
         "tolerations[0].operator=Exists",
@@ -270,7 +272,11 @@ def test_values_reach_the_objects() -> None:
     assert (env["DRAXR_LEASE_DURATION_SECONDS"], env["DRAXR_RENEW_DEADLINE_SECONDS"]) == ("30", "20")
     assert env["DRAXR_RETRY_PERIOD_SECONDS"] == "4"
     assert (env["DRAXR_WEBHOOK_PORT"], env["DRAXR_METRICS_PORT"], env["DRAXR_CLIENT_QPS"]) == ("10443", "9090", "50")
-    assert [c["env"][-1]["name"]] == ["DRAXR_CLIENT_QPS"]  # extraEnv comes last: it can refer to the others
+    # extraEnv comes last (it can refer to the others), a number as a string, valueFrom as it is.
+    assert c["env"][-2:] == [
+        {"name": "DRAXR_CLIENT_QPS", "value": "50"},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 9090, "health": 8081, "webhook": 10443}
     assert pod_spec["nodeSelector"] == {"pool": "system"}
     assert pod_spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
