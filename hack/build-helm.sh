@@ -27,7 +27,7 @@ log "waiting for the build lock $CACHE/.helm.lock"
 flock 9
 if [ -f "$OUT/.complete" ]; then echo "$OUT/helm"; exit 0; fi
 
-log "building helm ${HELM_VERSION} (a cold build downloads modules and takes about 2-3 minutes on 2 cores)"
+log "building helm ${HELM_VERSION} (a cold build downloads modules and takes about 5 minutes on 2 cores; later runs reuse the cache)"
 start=$(date +%s)
 rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"
