@@ -70,3 +70,25 @@ def ensure_node_binaries() -> Path:
     if missing:
         raise RuntimeError(f"real-node binaries missing in {out}: {', '.join(missing)}")
     return out
+
+
+HELM_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-helm.sh"
+
+
+def ensure_helm() -> Path:
+    """The helm binary (hack/build-helm.sh, from the Go module proxy), built first when the cache is
+    cold; ``DRAXR_HELM`` names a ready one (hack/test.sh sets it)."""
+    preset = os.environ.get("DRAXR_HELM")
+    if preset:
+        out = Path(preset)
+    else:
+        print(f"[draxr] ensuring helm via {HELM_BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
+        proc = subprocess.run(
+            ["bash", str(HELM_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"building helm failed (exit {proc.returncode}); see the log above")
+        out = Path(proc.stdout.strip().splitlines()[-1])
+    if not out.is_file():
+        raise RuntimeError(f"helm missing at {out}")
+    return out
