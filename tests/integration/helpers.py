@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 from draxr_dev.devcluster.process import DraxrProcess, clean_environ, in_cluster
 
@@ -83,6 +85,36 @@ async def bound_with_status(kube: Kube, name: str, namespace: str) -> dict[str, 
     """The pod once it is bound and its extendedResourceClaimStatus is written, else None."""
     p = await kube.get(PODS, name, namespace)
     return p if p["spec"].get("nodeName") and p.get("status", {}).get("extendedResourceClaimStatus") else None
+
+
+@asynccontextmanager
+async def explain_scenario(kube: Kube, namespace: str, names: str) -> AsyncIterator[str]:
+    """What `draxr explain` and `kubectl draxr` are tried on: 2 nodes of 2 devices, `<names>-1`
+    tainted maintenance=yes:NoSchedule; "small" (1 device) bound by the session operator on
+    `<names>-0`, "big" (2 devices) held back by a scheduling gate. Yields the extended resource."""
+    ext = f"{names}.example.com/gpu"
+    fleet = fakedriver.Fleet(
+        prefix=names,
+        dra_nodes=2,
+        devices_per_node=2,
+        driver=f"{names}.example.com",
+        classes={f"{names}-gpu": ext},
+        node_taints=[],
+    )
+    objs = fleet.manifests()
+    tainted = next(o for o in objs if o["kind"] == "Node" and o["metadata"]["name"].endswith("-1"))
+    tainted["spec"]["taints"] = [{"key": "maintenance", "value": "yes", "effect": "NoSchedule"}]
+    await fakedriver.apply(kube, objs)
+    try:
+        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+        await kube.create(PODS, pod("small", {ext: "1"}, scheduler=SCHEDULER), namespace)
+        await eventually(lambda: bound_with_status(kube, "small", namespace))
+        body: dict[str, Any] = pod("big", {ext: "2"}, scheduler=SCHEDULER)
+        body["spec"]["schedulingGates"] = [{"name": "draxr.io/test-hold"}]  # pending for good
+        await kube.create(PODS, body, namespace)
+        yield ext
+    finally:
+        await fakedriver.delete(kube, objs)
 
 
 async def claims_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:

@@ -14,12 +14,11 @@ from typing import Any
 import yaml
 
 from draxr.app import Operator
-from draxr.kube import PODS, Kube
-from draxr_dev.devcluster import fakedriver
+from draxr.kube import Kube
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane
 
-from .helpers import SCHEDULER, bound_with_status, eventually, pod
+from .helpers import explain_scenario
 
 
 def kubectl_draxr(*args: str, kubeconfig: Path | None = None) -> str:
@@ -57,28 +56,8 @@ async def run(*args: str, kubeconfig: Path | None = None) -> str:
 async def test_kubectl_draxr_explain_and_capacity(
     control_plane: ControlPlane, kube: Kube, operator: Operator, namespace: str, names: str, tmp_path: Path
 ) -> None:
-    ext = f"{names}.example.com/gpu"
-    fleet = fakedriver.Fleet(
-        prefix=names,
-        dra_nodes=2,
-        devices_per_node=2,
-        driver=f"{names}.example.com",
-        classes={f"{names}-gpu": ext},
-        node_taints=[],
-    )
-    objs = fleet.manifests()
-    tainted = next(o for o in objs if o["kind"] == "Node" and o["metadata"]["name"].endswith("-1"))
-    tainted["spec"]["taints"] = [{"key": "maintenance", "value": "yes", "effect": "NoSchedule"}]
     config = two_contexts(control_plane, namespace, tmp_path / "kubeconfig")
-    await fakedriver.apply(kube, objs)
-    try:
-        await fakedriver.wait_nodes_ready(kube, fleet.node_names())
-        await kube.create(PODS, pod("small", {ext: "1"}, scheduler=SCHEDULER), namespace)
-        await eventually(lambda: bound_with_status(kube, "small", namespace))
-        body: dict[str, Any] = pod("big", {ext: "2"}, scheduler=SCHEDULER)
-        body["spec"]["schedulingGates"] = [{"name": "draxr.io/test-hold"}]  # pending for good
-        await kube.create(PODS, body, namespace)
-
+    async with explain_scenario(kube, namespace, names) as ext:
         # The namespace comes from --context's namespace; flags after the subcommand, as kubectl users write.
         text = await run("explain", "small", "--kubeconfig", str(config), "--context", "scoped")
         assert f"pod {namespace}/small is bound to node {names}-0" in text
@@ -126,5 +105,3 @@ async def test_kubectl_draxr_explain_and_capacity(
         narrow = await run("capacity", "--resource", ext, kubeconfig=config)
         assert "CLASSES" not in narrow
         assert "(all 2 nodes)" in narrow
-    finally:
-        await fakedriver.delete(kube, objs)
