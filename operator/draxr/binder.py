@@ -1,8 +1,20 @@
-"""The write path for one decision: volumes -> claim (with finalizer) -> claim status -> pod status
--> binding.
+"""The write path for one decision: volumes -> the pod's own claims -> special claim (with
+finalizer) -> claim status -> pod status -> binding.
 
 Four writes per pod that needs devices, one (the binding) for a pod that needs none. Any failure
 rolls back what was written (finalizer off, claim deleted) and hands the pod back for a retry.
+
+The pod's own claims (``spec.resourceClaims``, ``Decision.claims``) come first within
+DynamicResources' PreBind, in spec order, as kube-scheduler 1.37.2's claim store keeps the
+special claim last (dynamicresources.go PreBind -> bindClaim): for a claim to allocate, the
+``resource.kubernetes.io/delete-protection`` finalizer by an Update if it is missing, then
+UpdateStatus with the allocation, ``allocationTimestamp`` and the pod appended to ``reservedFor``;
+for a claim allocated already only the reservation. A conflict re-reads the claim; a claim being
+deleted, or allocated meanwhile, fails the attempt. Each write's answer is recorded before the
+claim's in-flight allocation (assumed at Reserve by the scheduler) is forgotten. A later failure
+rolls back as Unreserve: the pod is removed from each written claim's ``reservedFor`` (a
+strategic-merge patch by uid, in reverse order) and the allocations stay, for
+kube-controller-manager to release or the pod's retry to reuse.
 
 Volumes first (VolumeBinding's PreBind, kube-scheduler 1.37.2's binder.BindPodVolumes): the PVs
 of static bindings get their claimRef (PUT of the PV as the cycle saw it, so a PV changed since
