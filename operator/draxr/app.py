@@ -114,12 +114,18 @@ class Operator:  # implements handlers.Sink
         self.scheduler.cluster_changed()
 
     def claim_upserted(self, claim: dict[str, Any]) -> None:
-        self.state.upsert_claim(claim)
+        key = f"{claim['metadata'].get('namespace', '')}/{claim['metadata']['name']}"
+        before = self.state.claims.get(key) if self.scheduler.named(key) else None
+        if self.state.upsert_claim(claim) and self.scheduler.named(key):
+            self.scheduler.claim_changed(key, before.object() if before is not None else None, claim)
         self.scheduler.cluster_changed()
         self.mapping_status.nudge()
 
     def claim_deleted(self, claim: dict[str, Any]) -> None:
         self.state.remove_claim(claim["metadata"]["namespace"], claim["metadata"]["name"])
+        key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+        if self.scheduler.named(key):
+            self.scheduler.claim_changed(key, claim, None)
         self.scheduler.cluster_changed()
         self.mapping_status.nudge()
 

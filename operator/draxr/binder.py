@@ -1,8 +1,20 @@
-"""The write path for one decision: volumes -> claim (with finalizer) -> claim status -> pod status
--> binding.
+"""The write path for one decision: volumes -> the pod's own claims -> special claim (with
+finalizer) -> claim status -> pod status -> binding.
 
 Four writes per pod that needs devices, one (the binding) for a pod that needs none. Any failure
 rolls back what was written (finalizer off, claim deleted) and hands the pod back for a retry.
+
+The pod's own claims (``spec.resourceClaims``, ``Decision.claims``) come first within
+DynamicResources' PreBind, in spec order, as kube-scheduler 1.37.2's claim store keeps the
+special claim last (dynamicresources.go PreBind -> bindClaim): for a claim to allocate, the
+``resource.kubernetes.io/delete-protection`` finalizer by an Update if it is missing, then
+UpdateStatus with the allocation, ``allocationTimestamp`` and the pod appended to ``reservedFor``;
+for a claim allocated already only the reservation. A conflict re-reads the claim; a claim being
+deleted, or allocated meanwhile, fails the attempt. Each write's answer is recorded before the
+claim's in-flight allocation (assumed at Reserve by the scheduler) is forgotten. A later failure
+rolls back as Unreserve: the pod is removed from each written claim's ``reservedFor`` (a
+strategic-merge patch by uid, in reverse order) and the allocations stay, for
+kube-controller-manager to release or the pod's retry to reuse.
 
 Volumes first (VolumeBinding's PreBind, kube-scheduler 1.37.2's binder.BindPodVolumes): the PVs
 of static bindings get their claimRef (PUT of the PV as the cycle saw it, so a PV changed since
@@ -31,7 +43,7 @@ from typing import Any
 
 from draxr import logs, metrics
 from draxr.core import claims as shape
-from draxr.core.placement import Decision
+from draxr.core.placement import ClaimDecision, Decision
 from draxr.core.state import ClusterState, PodInfo, without_managed_fields
 from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
 from draxr.core.volumes import binding_progress
@@ -44,6 +56,7 @@ from draxr.kube import (
     PERSISTENT_VOLUMES,
     PODS,
     RESOURCE_CLAIMS,
+    STRATEGIC_MERGE_PATCH,
     ApiException,
     Kube,
     api_message,
@@ -66,6 +79,7 @@ class BindingFailed(Exception):
 
 
 VOLUME_BINDING = 'running PreBind plugin "VolumeBinding"'  # how upstream's framework prefixes its errors
+DYNAMIC_RESOURCES = 'running PreBind plugin "DynamicResources"'
 VOLUME_POLL_SECONDS = 1.0  # the binder's wait.PollUntilContextTimeout interval
 
 
@@ -88,6 +102,8 @@ class Binder:
         claim: dict[str, Any] | None = None
         status_written = False
         allocation_unsure = False  # the allocation write was sent and its answer lost
+        reserved: list[dict[str, Any]] = []  # the pod's own claims reserved for it, as the API answered
+        pending: list[ClaimDecision] = []  # the pod claim being written (its answer may be lost)
         volumes = decision.volumes if decision.volumes is not None and not decision.volumes.empty else None
         try:
             if volumes is not None:  # VolumeBinding's PreBind: before DynamicResources' and the Binding
@@ -97,6 +113,13 @@ class Binder:
                 await self._wait_volumes(pod, volumes, decision.node, written)
                 crash_point("volumes-bound")
             async with self._slot():
+                # DynamicResources' PreBind: the pod's own claims in spec order (bindClaim), then the
+                # special claim, which upstream's claim store keeps last.
+                for cd in decision.claims:
+                    pending.append(cd)
+                    reserved.append(await self._bind_pod_claim(pod, cd))
+                    pending.pop()
+                    crash_point("pod-claim")
                 if decision.needs_claim:
                     assert decision.allocation is not None
                     claim = await self._create_claim(pod, decision)
@@ -124,15 +147,28 @@ class Binder:
                     # the next pod (bench/chaos.py: drop-all, a device in two claims).
                     key = f"{pod.namespace}/{claim['metadata']['name']}"
                     self.state.tracker.set_claim(key, {"status": {"allocation": decision.allocation}})
+            # Unreserve: the pod's own claims lose their reservation for the pod, in reverse; their
+            # allocations stay (kube-controller-manager deallocates, or the pod's retry reuses them).
+            for cd in pending:
+                if _maybe_applied(e):  # the write's answer was lost: the API server may have applied it
+                    await self._unreserve_pod_claim(pod, cd.namespace, cd.name, cd.uid, unsure=cd)
+            for done in reversed(reserved):
+                meta = done["metadata"]
+                await self._unreserve_pod_claim(pod, meta["namespace"], meta["name"], str(meta.get("uid") or ""))
             if failure is e:
                 raise
             raise failure from e
         finally:
             self.state.forget_allocation(assumed_claim_key(pod.uid))
+            for key, _ in decision.claim_allocations:  # (those written were forgotten after their write)
+                if self.state.tracker.is_assumed(key):
+                    self.state.forget_allocation(key)
         metrics.BINDING_SECONDS.observe(time.monotonic() - t0)
         _observe_scheduling_latency(pod)
         self.recorder.forget(pod.uid)  # bound: no FailedScheduling series of it can repeat any more
         note = f"Successfully assigned {pod.key} to {decision.node}"
+        if decision.claims:
+            note += f" with ResourceClaims {', '.join(cd.name for cd in decision.claims)}"
         if claim is not None:
             devices = [r["device"] for r in decision.allocation["devices"]["results"]] if decision.allocation else []
             note += f" with ResourceClaim {claim['metadata']['name']} ({', '.join(devices)})"
@@ -186,6 +222,103 @@ class Binder:
                 return
             if time.monotonic() >= deadline:
                 raise BindingFailed(VOLUME_BINDING, "binding volumes: context deadline exceeded")
+
+    # ---- DynamicResources' PreBind for the pod's own claims ----------------------------------------
+    async def _bind_pod_claim(self, pod: PodInfo, cd: ClaimDecision) -> dict[str, Any]:
+        """bindClaim (kube-scheduler 1.37.2, dynamicresources.go) for one of the pod's own claims:
+        with an allocation, the finalizer by a plain Update if it is missing, then UpdateStatus
+        with the allocation (stamped with allocationTimestamp) and the pod appended to reservedFor;
+        for a claim allocated already, only the reservedFor append. On a conflict it reads the
+        claim again (retry.RetryOnConflict) and refuses a claim being deleted, or allocated
+        meanwhile. Returns the claim as the status write answered."""
+        key = cd.key
+        held = self.state.claim_object(key)
+        first: dict[str, Any] | None = held if held is not None and held["metadata"].get("uid") == cd.uid else None
+
+        async def reread() -> dict[str, Any]:
+            try:
+                return await self.kube.get(RESOURCE_CLAIMS, cd.name, cd.namespace)
+            except ApiException as e:
+                raise BindingFailed(
+                    DYNAMIC_RESOURCES, f"get updated claim {key} after conflict: {api_message(e)}"
+                ) from e
+
+        async def write(current: dict[str, Any]) -> dict[str, Any]:
+            meta = current.get("metadata") or {}
+            if meta.get("uid") != cd.uid:  # (a claim of the same name made since: not the one decided on)
+                raise BindingFailed(DYNAMIC_RESOURCES, f"claim {key} got deleted in the meantime")
+            if meta.get("deletionTimestamp"):
+                raise BindingFailed(DYNAMIC_RESOURCES, f"claim {key} got deleted in the meantime")
+            status = dict(current.get("status") or {})
+            if cd.allocation is not None:
+                if status.get("allocation"):
+                    raise BindingFailed(DYNAMIC_RESOURCES, f"claim {key} got allocated elsewhere in the meantime")
+                finalizers = list(meta.get("finalizers") or ())
+                if shape.DELETE_PROTECTION_FINALIZER not in finalizers:
+                    body = {
+                        **current,
+                        "metadata": {**meta, "finalizers": [*finalizers, shape.DELETE_PROTECTION_FINALIZER]},
+                    }
+                    try:
+                        current = await self.kube.replace(RESOURCE_CLAIMS, body, cd.namespace)
+                    except ApiException as e:
+                        if e.status == 409:
+                            raise
+                        raise BindingFailed(DYNAMIC_RESOURCES, f"add finalizer to claim {key}: {api_message(e)}") from e
+                    crash_point("pod-claim-finalizer")
+                    status = dict(current.get("status") or {})
+                status["allocation"] = dict(cd.allocation)
+            allocation = status.get("allocation")
+            if not allocation:
+                raise BindingFailed(DYNAMIC_RESOURCES, f"claim {key} got deallocated elsewhere in the meantime")
+            if not allocation.get("allocationTimestamp"):
+                status["allocation"] = {**allocation, "allocationTimestamp": shape.rfc3339(datetime.now(UTC))}
+            ref = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+            status["reservedFor"] = [*(status.get("reservedFor") or ()), ref]
+            try:
+                return await self.kube.replace(
+                    RESOURCE_CLAIMS, {**current, "status": status}, cd.namespace, subresource="status"
+                )
+            except ApiException as e:
+                if e.status == 409:
+                    raise
+                what = "add allocation and reservation to" if cd.allocation is not None else "add reservation to"
+                raise BindingFailed(DYNAMIC_RESOURCES, f"{what} claim {key}: {api_message(e)}") from e
+
+        if first is None:
+            first = await reread()
+        try:
+            answer = await retry_conflicts(first, write, reread, what=f"claim {key}")
+        except TooManyConflicts as e:
+            raise BindingFailed(DYNAMIC_RESOURCES, f"claim {key}: too many conflicts") from e
+        assert answer is not None
+        self.state.upsert_claim(without_managed_fields(answer))  # the API's object, then the assumption ends
+        if cd.allocation is not None:
+            self.state.forget_allocation(key)
+        log.info("pod claim reserved", pod=pod.key, claim=key, allocated=cd.allocation is not None)
+        return answer
+
+    async def _unreserve_pod_claim(
+        self, pod: PodInfo, namespace: str, name: str, uid: str, *, unsure: ClaimDecision | None = None
+    ) -> None:
+        """Unreserve for one of the pod's claims: remove the pod from reservedFor by a
+        strategic-merge patch (``$patch: delete`` by uid, preconditioned on the claim's uid), as
+        upstream; the allocation stays. The answer is the claim as it is now: recorded, so that a
+        claim whose write's answer was lost counts what it holds."""
+        patch = {"metadata": {"uid": uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+        key = f"{namespace}/{name}"
+        try:
+            answer = await self.kube.patch(
+                RESOURCE_CLAIMS, name, patch, namespace, subresource="status", content_type=STRATEGIC_MERGE_PATCH
+            )
+        except Exception as e:  # (we get here again when the pod is retried: it is still reserved)
+            log.warning("unreserve of claim failed", pod=pod.key, claim=key, error=_error(e))
+            if unsure is not None and unsure.allocation is not None:
+                # Its allocation may have been written: its devices stay counted until the watch shows it.
+                self.state.tracker.set_claim(key, {"status": {"allocation": unsure.allocation}})
+            return
+        self.state.upsert_claim(without_managed_fields(answer))
+        log.info("pod claim unreserved", pod=pod.key, claim=key)
 
     async def _create_claim(self, pod: PodInfo, decision: Decision) -> dict[str, Any]:
         body = shape.special_claim(pod.raw, [r.to_api() for r in decision.requests])

@@ -48,7 +48,7 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     """Try the pod on each node alone, so that every node gets its own reasons."""
     pod = state.pods[uid]
     report: Report = {"pod": pod.key, "bound": False, "scheduler": pod.scheduler_name}
-    overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
+    overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True, binds_claims=True)
     if isinstance(overall, Decision):
         report["wouldChoose"] = overall.node
     else:
@@ -61,7 +61,7 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     try:
         for name in sorted(all_nodes):
             state.nodes = {name: all_nodes[name]}
-            result = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True)
+            result = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True, binds_claims=True)
             if isinstance(result, Decision):
                 devices = [r["device"] for r in (result.allocation or {}).get("devices", {}).get("results", [])]
                 nodes.append({"node": name, "fits": True, "devices": devices})

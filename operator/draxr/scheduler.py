@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from draxr import logs, metrics
@@ -14,6 +14,7 @@ from draxr.core.allocator import DEFAULT_FEATURES, Features
 from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.pod_claims import claim_key
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -39,9 +40,33 @@ def wants_us(pod: PodInfo, scheduler_name: str, adopt: ExtendedResourceMapping |
 
 def _scheduling_input(pod: PodInfo) -> tuple[Any, ...]:
     """What a pod update must change to deserve an immediate retry (status-only updates, such as
-    our own PodScheduled condition, do not). Only for pods that want us, which keep their object."""
+    our own PodScheduled condition, do not; ``status.resourceClaimStatuses`` does: upstream's
+    UpdatePodGeneratedResourceClaim event, kube-controller-manager naming a template's claim).
+    Only for pods that want us, which keep their object."""
     meta = pod.raw.get("metadata") or {}
-    return (pod.raw.get("spec"), meta.get("labels"), meta.get("annotations"))
+    statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses")
+    return (pod.raw.get("spec"), meta.get("labels"), meta.get("annotations"), statuses)
+
+
+def pod_claim_keys(pod: PodInfo) -> frozenset[str]:
+    """The claims ("namespace/name") the pod's ``spec.resourceClaims`` name now (by name, or a
+    template's claim as ``status.resourceClaimStatuses`` records it): upstream's
+    podResourceClaimIndex, which its claim events' queueing hints look pods up by."""
+    claims = pod.view.claims_input
+    if claims is None:
+        return frozenset()
+    by_entry = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (claims.get("status") or {}).get("resourceClaimStatuses") or ()
+    }
+    keys: set[str] = set()
+    for entry in (claims.get("spec") or {}).get("resourceClaims") or ():
+        name = entry.get("resourceClaimName")
+        if name is None and entry.get("resourceClaimTemplateName") is not None:
+            name = by_entry.get(entry.get("name"))
+        if name:
+            keys.add(claim_key(pod.namespace, str(name)))
+    return frozenset(keys)
 
 
 class Scheduler:
@@ -70,6 +95,10 @@ class Scheduler:
         self._start = 0
         self._adoption_scanned: ExtendedResourceMapping | None = None
         self._depth_published = 0.0
+        # The claims each pending pod of ours names, and back: a claim event wakes the pods that
+        # name it (DynamicResources' isSchedulableAfterClaimChange), not every parked pod.
+        self._claims_of: dict[str, frozenset[str]] = {}
+        self._pods_of_claim: dict[str, set[str]] = {}
         self.heartbeat = time.monotonic()  # the loop last took a pod (or started)
         self.running = False  # run() is on (a new leader catches up and rolls back first)
 
@@ -82,17 +111,66 @@ class Scheduler:
         return pod.scheduler_name == self.settings.scheduler_name
 
     # ---- fed by the watch handlers ---------------------------------------------------------------
+    def _index_claims(self, uid: str, keys: frozenset[str]) -> None:
+        before = self._claims_of.pop(uid, frozenset())
+        if keys == before:
+            if keys:
+                self._claims_of[uid] = keys
+            return
+        for key in before - keys:
+            uids = self._pods_of_claim.get(key)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._pods_of_claim[key]
+        for key in keys - before:
+            self._pods_of_claim.setdefault(key, set()).add(uid)
+        if keys:
+            self._claims_of[uid] = keys
+
+    def named(self, key: str) -> bool:
+        """Some pending pod of ours names the claim ``key``."""
+        return key in self._pods_of_claim
+
+    def claim_changed(self, key: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> None:
+        """A claim was created, changed or deleted (``before``/``after``: its objects, None when it
+        did not or does not exist). The pending pods naming it are retried when it was created or
+        its status changed, as upstream's queueing hint; a claim that lost its allocation frees
+        devices for every pod (ClusterState.generation)."""
+        uids = self._pods_of_claim.get(key)
+        if not uids:
+            return
+        if after is None:
+            wake = True  # (the next claim of that name is an Add)
+        elif before is None:
+            wake = True
+        else:
+            wake = (before.get("status") or {}) != (after.get("status") or {}) or bool(
+                (after.get("metadata") or {}).get("deletionTimestamp")
+            ) != bool((before.get("metadata") or {}).get("deletionTimestamp"))
+        if not wake:
+            return
+        in_flight = self.queue.in_flight()
+        for uid in list(uids):
+            pod = self.state.pods.get(uid)
+            if pod is not None and uid not in in_flight and uid not in self.state.assumed_nodes and self.wants(pod):
+                self.queue.add(uid, pod.priority, pod.created)
+
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
         if self.wants(pod):
+            self._index_claims(pod.uid, pod_claim_keys(pod))
             if pod.uid in self.queue.in_flight() or pod.uid in self.state.assumed_nodes:
                 return  # being bound, or bound by us and the watch is behind (a late event)
             fresh = old is None or not self.wants(old) or not self.queue.known(pod.uid)
             if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
                 self.queue.add(pod.uid, pod.priority, pod.created)
-        elif pod.uid not in self.queue.in_flight():
-            self.queue.remove(pod.uid)
+        else:
+            self._index_claims(pod.uid, frozenset())
+            if pod.uid not in self.queue.in_flight():
+                self.queue.remove(pod.uid)
 
     def pod_deleted(self, uid: str) -> None:
+        self._index_claims(uid, frozenset())
         self.queue.remove(uid)
         self.recorder.forget(uid)
 
@@ -167,6 +245,7 @@ class Scheduler:
                 percentage_of_nodes=self.settings.percentage_of_nodes_to_score,
                 device_scoring=self.settings.device_scoring,
                 binds_volumes=True,  # the binder's VolumeBinding PreBind
+                binds_claims=True,  # the binder's DynamicResources PreBind for the pod's own claims
             )
         except Exception:  # a bug must not stop scheduling of every other pod
             log.exception("scheduling cycle failed", pod=pod.key)
@@ -185,6 +264,10 @@ class Scheduler:
         self.state.assume_pod(pod.uid, result.node)
         if result.allocation is not None:
             self.state.assume_allocation(assumed_claim_key(pod.uid), result.allocation)
+        for key, allocation in result.claim_allocations:
+            # Reserve (SignalClaimPendingAllocation): under the claim's own key, so that the devices
+            # are taken and other pods sharing the claim wait until its write is seen.
+            self.state.assume_allocation(key, allocation)
         if result.volumes is not None and not result.volumes.empty:
             # Reserve (AssumePodVolumes): the next cycle cannot take these PVs or claims.
             self.state.storage.assume(result.volumes, result.node)

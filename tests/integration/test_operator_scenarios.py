@@ -307,14 +307,16 @@ async def test_explicit_name_newest_class_wins_and_moving_the_name(
         await fakedriver.delete(kube, objs)
 
 
-async def test_pod_with_resource_claims_is_refused_loudly(
+async def test_pod_whose_template_claim_is_missing_is_reported_loudly(
     kube: Kube, operator: Operator, namespace: str, names: str
 ) -> None:
+    """The template does not exist, so kube-controller-manager makes no claim: DynamicResources'
+    words, in the condition and a Warning event."""
     body = pod("mixed", {f"{names}.example.com/gpu": "1"}, scheduler=SCHEDULER)
     body["spec"]["resourceClaims"] = [{"name": "extra", "resourceClaimTemplateName": "some-template"}]
     await kube.create(PODS, body, namespace)
     cond = await eventually(lambda: _condition(kube, "mixed", namespace))
-    assert "spec.resourceClaims" in cond["message"]
+    assert f'pod "{namespace}/mixed": ResourceClaim not created yet' in cond["message"], cond
 
     async def event() -> list[dict[str, Any]]:
         return [e for e in await kube.list(EVENTS, namespace) if e["reason"] == "FailedScheduling"]
@@ -322,4 +324,4 @@ async def test_pod_with_resource_claims_is_refused_loudly(
     [ev] = await eventually(event)
     assert ev["type"] == "Warning"
     assert ev["reportingController"] == SCHEDULER
-    assert "draxr does not support spec.resourceClaims" in ev["note"]
+    assert "ResourceClaim not created yet" in ev["note"]

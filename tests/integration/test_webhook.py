@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import yaml
 from cryptography import x509
 from prometheus_client import REGISTRY
@@ -213,16 +214,9 @@ def _admissions(result: str) -> float:
     return REGISTRY.get_sample_value("draxr_webhook_admissions_total", {"result": result}) or 0.0
 
 
-async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_runs(
-    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
-) -> None:
-    """Never strand a pod: a Deployment whose pod has its own ResourceClaim (from a template) next to
-    a mapped extended resource; draxr cannot schedule `spec.resourceClaims` yet, so the webhook
-    admits the pod unchanged (counted and logged as "unsupported") and kube-scheduler binds it
-    onto a DRA node with both claims."""
-    resource = await mapped(webhook_ready, fleet)
-    [cls] = fleet.classes
-    before = _admissions("unsupported")
+def _claimed_deployment(resource: str, cls: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Deployment whose pod has its own ResourceClaim (from a template) next to a mapped extended
+    resource, and the template."""
     with_claim = deployment("claimed", resource, replicas=1)
     pod_spec = with_claim["spec"]["template"]["spec"]
     pod_spec["resourceClaims"] = [{"name": "extra", "resourceClaimTemplateName": "one-gpu"}]
@@ -233,6 +227,55 @@ async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_run
         "metadata": {"name": "one-gpu"},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}},
     }
+    return with_claim, template
+
+
+async def test_a_pod_with_claims_of_its_own_is_steered_and_bound_by_draxr(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str
+) -> None:
+    """An unmodified Deployment whose pod has its own ResourceClaim next to a mapped extended
+    resource: steered, and draxr allocates both claims in one go and binds the pod."""
+    resource = await mapped(webhook_ready, fleet)
+    [cls] = fleet.classes
+    with_claim, template = _claimed_deployment(resource, cls)
+    async with labelled_namespace(kube, f"{names}-claims", ENABLED) as ns:
+        await kube.create(CLAIM_TEMPLATES, template, ns)
+        await kube.create(DEPLOYMENTS, with_claim, ns)
+
+        async def bound() -> dict[str, Any] | None:
+            items = await kube.list(PODS, ns, labelSelector="app=claimed")
+            ok = items and items[0]["spec"].get("nodeName") and items[0]["status"].get("extendedResourceClaimStatus")
+            return items[0] if ok else None
+
+        p = await eventually(bound, timeout=90)
+        assert steered(p)
+        uid = p["metadata"]["uid"]
+        claims = [
+            c
+            for c in await kube.list(RESOURCE_CLAIMS, ns)
+            if [r.get("uid") for r in (c.get("status") or {}).get("reservedFor") or ()] == [uid]
+        ]
+        assert len(claims) == 2, claims  # the template's claim and the special claim
+        pools = {r["pool"] for c in claims for r in c["status"]["allocation"]["devices"]["results"]}
+        assert pools == {p["spec"]["nodeName"]}
+
+
+async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_runs(
+    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never strand a pod: with a field draxr could not schedule (none is left today, so pods with
+    claims of their own stand in for one here), the webhook admits the pod unchanged (counted and
+    logged as "unsupported") and kube-scheduler binds it onto a DRA node with both claims."""
+    from draxr.core import steering
+
+    def unsupported(pod: Any) -> list[str]:
+        return ["spec.resourceClaims (as if unsupported)"] if (pod.get("spec") or {}).get("resourceClaims") else []
+
+    monkeypatch.setattr(steering, "unsupported_fields", unsupported)
+    resource = await mapped(webhook_ready, fleet)
+    [cls] = fleet.classes
+    before = _admissions("unsupported")
+    with_claim, template = _claimed_deployment(resource, cls)
     async with labelled_namespace(kube, f"{names}-unsup", ENABLED) as ns:
         await kube.create(CLAIM_TEMPLATES, template, ns)
         await kube.create(DEPLOYMENTS, with_claim, ns)

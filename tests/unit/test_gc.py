@@ -434,3 +434,23 @@ def test_roll_back_does_not_touch_a_claim_whose_binding_is_assumed() -> None:
     # Once the binding is visible, the pod is bound and uses the claim: still nothing to do.
     s.upsert_pod(pod("web", rv="4", node_name="n1", phase="Running", claim_name=CLAIM))
     assert claims_to_roll_back(s, {SCHEDULER}, frozenset()) == []
+
+
+@pytest.mark.parametrize(("phase", "node"), [("Pending", ""), ("Succeeded", "n1"), ("Failed", "n1")])
+def test_the_pods_own_claims_are_left_to_kube_controller_manager(phase: str, node: str) -> None:
+    """A template's claim (kube-controller-manager's: owned by the pod, no extended-resource
+    annotation) or a claim by name, reserved for a pod of ours that is unbound (a crash between
+    its writes and the Binding) or finished: never rolled back nor released by draxr."""
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "uid-web", "controller": True}
+    template_claim = plain_claim("web-gpu-x7k2p", alloc=allocation("n1", "gpu-1"))
+    template_claim["metadata"] |= {
+        "ownerReferences": [owner],
+        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+        "finalizers": ["resource.kubernetes.io/delete-protection"],
+    }
+    by_name = plain_claim("shared", alloc=allocation("n1", "gpu-2"))
+    for c in (template_claim, by_name):
+        c["status"]["reservedFor"] = [{"resource": "pods", "name": "web", "uid": "uid-web"}]
+    s = state_with(pod("web", uid="uid-web", node_name=node, phase=phase), template_claim, by_name)
+    assert claims_to_release(s, OWN) == []
+    assert claims_to_roll_back(s, OWN, ()) == []

@@ -163,21 +163,35 @@ EPHEMERAL = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
 PVC = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
 
 
-@pytest.mark.parametrize(
-    ("extra", "field"),
-    [
-        ({"resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}, "spec.resourceClaims"),
-    ],
-)
 def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted(
-    extra: dict[str, Any], field: str
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """No field is unsupported today: a made-up one keeps the webhook's "never strand a pod" rule
+    (issue 15 item 0) tested."""
+    from draxr.core import steering
+
+    field = "spec.madeUp"
+    monkeypatch.setattr(
+        steering, "unsupported_fields", lambda p: [f"{field} (a test)"] if (p.get("spec") or {}).get("madeUp") else []
+    )
+    extra = {"madeUp": True}
     verdict = admission_verdict(pod({"example.com/gpu": "1"}, **extra), MAPPING)
     assert (verdict.steer, verdict.result) == (False, "unsupported")
     assert any(u.startswith(field) for u in verdict.unsupported), verdict.unsupported
     assert field in verdict.reason
     assert "example.com/gpu -> DeviceClass gpu.example.com" in verdict.reason
     assert not adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, **extra), MAPPING)
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [[{"name": "c", "resourceClaimName": "c"}], [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]],
+)
+def test_pods_with_claims_of_their_own_are_steered_and_adopted(claims: list[dict[str, Any]]) -> None:
+    """draxr allocates and reserves them as kube-scheduler's DynamicResources (binder.py)."""
+    verdict = admission_verdict(pod({"example.com/gpu": "1"}, resourceClaims=claims), MAPPING)
+    assert (verdict.steer, verdict.result, verdict.unsupported) == (True, "steered", ())
+    assert adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, resourceClaims=claims), MAPPING)
 
 
 @pytest.mark.parametrize("volumes", [PVC, EPHEMERAL])

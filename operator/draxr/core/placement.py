@@ -419,7 +419,9 @@ def schedule(
     the Binding (DynamicResources' PreBind); without it, pods with ``spec.resourceClaims`` are
     refused."""
     view = pod.view
-    unsupported = [f for f in view.unsupported if not (binds_claims and f == CLAIMS_UNSUPPORTED)]
+    unsupported = list(view.unsupported)
+    if not binds_claims and view.claims_input is not None:
+        unsupported.append(CLAIMS_UNSUPPORTED)
     if not binds_volumes and any(v.kind in ("pvc", "ephemeral") for v in pod.volumes):
         unsupported.insert(0, VOLUMES_UNSUPPORTED)
     if unsupported:

@@ -126,18 +126,16 @@ def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
 # caller does not bind them (binds_volumes=False). The operator binds them (VolumeBinding's PreBind,
 # binder.py), so they are no unsupported field any more.
 VOLUMES_UNSUPPORTED = "spec.volumes (persistent volume claims may be bound to zones)"
-# Likewise for the pod's own ResourceClaims (core.pod_claims): placement allocates and reserves them
-# as kube-scheduler does, the operator does not write them yet (placement.schedule binds_claims).
+# Likewise for the pod's own ResourceClaims (core.pod_claims) when the caller does not write them
+# (placement.schedule binds_claims=False). The operator does (binder.py, DynamicResources' PreBind).
 CLAIMS_UNSUPPORTED = "spec.resourceClaims (ResourceClaims next to extended resources)"
 
 
 def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
-    """Scheduling features draxr does not implement: such pods stay Pending rather than be misplaced."""
-    spec = pod.get("spec") or {}
-    found: list[str] = []
-    if spec.get("resourceClaims"):
-        found.append(CLAIMS_UNSUPPORTED)
-    return found
+    """Scheduling features draxr does not implement: such pods stay Pending rather than be
+    misplaced (and the webhook and adoption leave them to kube-scheduler). None today: persistent
+    volumes and the pod's own ResourceClaims are bound by the operator's binder."""
+    return []
 
 
 @dataclass(frozen=True, slots=True)
