@@ -92,7 +92,9 @@ def render(report: Report, *, wide: bool = False) -> list[str]:
         lines += [f"  container {m['container']}: {m['resource']} -> {m['request']}" for m in report["mappings"]]
         return lines
     lines = [f"pod {report['pod']} is not bound (scheduler {report['scheduler']})"]
-    if "wouldChoose" in report:
+    if "error" in report:
+        lines.append(f"  cannot explain it: {report['error']}")
+    elif "wouldChoose" in report:
         lines.append(f"  it fits now: draxr would choose node {report['wouldChoose']}")
     else:
         lines.append(f"  {report['message']}")
@@ -129,7 +131,10 @@ async def pending_reports(kube: Kube, namespace: str | None, scheduler: str) -> 
         if p.node_name or p.terminal or p.deleting or p.scheduler_name != scheduler:
             continue
         if namespace is None or p.namespace == namespace:
-            out.append(pending_report(state, p.uid))
+            try:
+                out.append(pending_report(state, p.uid))
+            except Exception as e:  # one odd pod must not hide the others
+                out.append({"pod": p.key, "bound": False, "scheduler": p.scheduler_name, "error": f"{e}"})
     return out
 
 

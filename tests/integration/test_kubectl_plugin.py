@@ -94,8 +94,11 @@ async def test_kubectl_draxr_explain_and_capacity(
         listed = yaml.safe_load(await run("explain", "-A", "-o", "yaml", kubeconfig=config))
         assert f"{namespace}/big" in [r["pod"] for r in listed]
         assert f"{namespace}/small" not in [r["pod"] for r in listed]
-        none_here = await run("-n", "default", "explain", kubeconfig=config)  # a flag before the subcommand
-        assert none_here.strip() == "no pod is pending for draxr in namespace default"
+        # A namespace without pods (other tests may leave pods pending in "default"); a flag before
+        # the subcommand.
+        empty = f"{names}-empty"
+        none_here = await run("-n", empty, "explain", kubeconfig=config)
+        assert none_here.strip() == f"no pod is pending for draxr in namespace {empty}"
 
         rows = json.loads(await run("capacity", "--resource", ext, "-o", "json", kubeconfig=config))
         assert {(r["node"], r["total"], r["allocated"]) for r in rows} == {(f"{names}-0", 2, 1), (f"{names}-1", 2, 0)}

@@ -53,3 +53,10 @@ def test_kubeconfig_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("KUBECONFIG", "/first:/second")
     assert _kubeconfig_path(None) == "/first"
     assert _kubeconfig_path("/flag") == "/flag"
+
+
+def test_a_pod_that_cannot_be_explained_is_listed_with_why() -> None:
+    from draxr.explain import render
+
+    report = {"pod": "ns/odd", "bound": False, "scheduler": "draxr", "error": "boom"}
+    assert render(report) == ["pod ns/odd is not bound (scheduler draxr)", "  cannot explain it: boom"]
