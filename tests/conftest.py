@@ -30,8 +30,8 @@ from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from .integration import manifests
 from .integration.clusters import service_account_dir
-from .integration.embedded import embedded_operator, fast_settings
-from .integration.helpers import eventually
+from .integration.embedded import OperatorThread, fast_settings
+from .integration.helpers import certs_loaded, eventually
 
 
 @pytest.fixture(scope="session")
@@ -96,12 +96,13 @@ async def fleet(kube: Kube, names: str) -> AsyncIterator[fakedriver.Fleet]:
 
 
 @pytest.fixture(scope="session")
-async def operator(
+async def operator_thread(
     control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Operator]:
+) -> AsyncIterator[OperatorThread]:
     """draxr embedded in the test process (scheduler name "draxr") as the Deployment's pod runs it:
     in-cluster configuration with the token of the manifests' ServiceAccount, so every scenario
-    exercises the least-privilege RBAC of manifests/ (and its leader-election Lease)."""
+    exercises the least-privilege RBAC of manifests/ (and its leader-election Lease). It runs on a
+    thread and event loop of its own (see OperatorThread)."""
     applied = await asyncio.to_thread(manifests.apply, control_plane)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     into = tmp_path_factory.mktemp("serviceaccount") / "sa"
@@ -126,15 +127,31 @@ async def operator(
         webhook_cert_check_seconds=1,
         webhook_rotation_grace_seconds=2,
     )
-    async with embedded_operator(settings) as (_, op):
-        yield op
+    thread = OperatorThread(settings)
+    try:
+        await asyncio.to_thread(thread.start)
+        yield thread
+    finally:
+        await asyncio.to_thread(thread.stop)
+
+
+@pytest.fixture
+def operator(operator_thread: OperatorThread) -> Iterator[Operator]:
+    """The session's operator (see operator_thread); read its state, never await its events (they
+    belong to its loop). A test that needs it fails at once, with the reason, if it has ended,
+    rather than waiting out every timeout; and a test during which it ended fails for it."""
+    before = operator_thread.problem()
+    assert before is None, f"the session's embedded operator is not running: {before}"
+    assert operator_thread.operator is not None
+    yield operator_thread.operator
+    after = operator_thread.problem()
+    assert after is None, f"the session's embedded operator ended during this test: {after}"
 
 
 @pytest.fixture
 async def webhook_ready(operator: Operator, kube: Kube) -> Operator:
     """The operator serves, and the installed configuration trusts its CA."""
-    assert operator.certs is not None
-    await asyncio.wait_for(operator.certs.loaded.wait(), 60)
+    await certs_loaded(operator)
 
     async def trusted() -> bool:
         config = await kube.get(MUTATING_WEBHOOKS, "draxr")

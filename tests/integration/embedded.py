@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -62,3 +64,86 @@ async def long_backoff_operator(
     )
     async with embedded_operator(settings) as running:
         yield running
+
+
+class OperatorThread:
+    """draxr on an event loop and thread of its own, as a deployed operator runs: never frozen by
+    the test process's synchronous code (a fixture starting a control plane, a run of sync tests,
+    a ``helm`` subprocess). On the test's loop such a pause outlasts the renew deadline, the
+    operator loses its lease and ends, and every later test of the session fails for it.
+
+    It is not restarted when it ends: ``problem()`` says why, and the session's fixtures fail the
+    next test that needs it with that reason."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="draxr-embedded", daemon=True)
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._kube: Kube | None = None
+        self.operator: Operator | None = None
+
+    def start(self, timeout: float = 90) -> Operator:
+        """Blocks until the operator's initial sync is done (call it with ``asyncio.to_thread``)."""
+        self.thread.start()
+        return self._call(self._start(), timeout)
+
+    def _call(self, coro: Any, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    async def _start(self) -> Operator:
+        self._kube, cfg = await connect(self.settings)
+        op = Operator(self.settings, self._kube, cfg)
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(op.run(self._stop), name="embedded-operator")
+        synced = asyncio.create_task(op.synced.wait())
+        await asyncio.wait([self._task, synced], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if not synced.done():
+            synced.cancel()
+            raise RuntimeError(f"the embedded operator did not sync: {self.problem() or 'timed out after 60 s'}")
+        self.operator = op
+        return op
+
+    def problem(self) -> str | None:
+        """None while the operator runs; else why it ended."""
+        if not self.thread.is_alive():
+            return "its thread ended"
+        task = self._task
+        if task is None or not task.done():
+            return None
+        if task.cancelled():
+            return "its task was cancelled"
+        error = task.exception()
+        if error is not None:
+            return f"it failed: {error!r}"
+        lost = self.operator is not None and self.operator.lost_leadership
+        return "it lost its lease and stopped leading" if lost else "it returned"
+
+    def tasks(self) -> set[asyncio.Task[Any]]:
+        """The operator loop's tasks (read from the test's thread)."""
+        return asyncio.all_tasks(self.loop)
+
+    def stop(self, timeout: float = 90) -> None:
+        try:
+            if self.thread.is_alive():
+                self._call(self._shutdown(), timeout)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._stop is not None and self._task is not None:
+            self._stop.set()
+            await asyncio.wait([self._task], timeout=60)
+            if self._task.done() and not self._task.cancelled():
+                self._task.exception()  # retrieved here: problem() reported it
+        if self._kube is not None:
+            await self._kube.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from draxr.app import Operator
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
@@ -181,3 +182,14 @@ class Draxr(DraxrProcess):
             return await eventually(alive_check, timeout=timeout)
         except pytest.fail.Exception as e:
             pytest.fail(f"{e}\n--- draxr log tail ---\n{self.text()[-4000:]}")
+
+
+async def certs_loaded(op: Operator, timeout: float = 60) -> None:
+    """The operator has its webhook certificate (polled: the Event belongs to the operator's loop)."""
+    assert op.certs is not None
+    certs = op.certs
+
+    async def loaded() -> bool:
+        return certs.loaded.is_set()
+
+    await eventually(loaded, timeout=timeout)

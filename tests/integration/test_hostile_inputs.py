@@ -57,6 +57,8 @@ from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
 
 from . import manifests
+from .embedded import OperatorThread
+from .helpers import certs_loaded
 from .test_mapping_crd import CRD, CRD_NAME
 from .test_platform import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, pod
 
@@ -81,7 +83,9 @@ class Base:
 
 
 @pytest.fixture(scope="module")
-async def base(kube: Kube, operator: Operator) -> AsyncIterator[Base]:
+async def base(kube: Kube, operator_thread: OperatorThread) -> AsyncIterator[Base]:
+    operator = operator_thread.operator
+    assert operator is not None
     stem = f"hbase-{secrets.token_hex(3)}"
     fleet = fakedriver.Fleet(
         prefix=stem,
@@ -110,10 +114,10 @@ def mapping_crd(control_plane: ControlPlane) -> None:
 
 
 @pytest.fixture(scope="module")
-async def tls(kube: Kube, operator: Operator) -> ssl.SSLContext:
+async def tls(kube: Kube, operator_thread: OperatorThread) -> ssl.SSLContext:
     """A client context trusting the operator's webhook CA, once the configuration trusts it too."""
-    assert operator.certs is not None
-    await asyncio.wait_for(operator.certs.loaded.wait(), 60)
+    assert operator_thread.operator is not None
+    await certs_loaded(operator_thread.operator)
 
     async def trusted() -> bool:
         config = await kube.get(MUTATING_WEBHOOKS, "draxr")
@@ -135,6 +139,7 @@ class Ctx:
 
     kube: Kube
     operator: Operator
+    thread: OperatorThread
     base: Base
     tls: ssl.SSLContext
     ns: str
@@ -484,8 +489,8 @@ class Row:
 # ---- the invariants every row ends with -------------------------------------------------------------------
 
 
-def _task_running(qualname: str, owner: object) -> bool:
-    for task in asyncio.all_tasks():
+def _task_running(tasks: set[asyncio.Task[Any]], qualname: str, owner: object) -> bool:
+    for task in tasks:
         coro = task.get_coro()
         code, frame = getattr(coro, "cr_code", None), getattr(coro, "cr_frame", None)
         if (
@@ -499,16 +504,16 @@ def _task_running(qualname: str, owner: object) -> bool:
 
 
 async def still_alive(ctx: Ctx) -> None:
-    op = ctx.operator
+    op, tasks = ctx.operator, ctx.thread.tasks()
     for qualname, owner in (
         ("Operator.run", op),
         ("Scheduler.run", op.scheduler),
         ("Operator.release_loop", op),
         ("MappingStatusWriter.run", op.mapping_status),
     ):
-        assert _task_running(qualname, owner), f"{qualname} is no longer running"
+        assert _task_running(tasks, qualname, owner), f"{qualname} is no longer running"
     assert op.health.problems() == []  # every watch making progress, no long-running task ended
-    assert all(_task_running("Informer.run", inf) for inf in op.informers), "a watch is no longer running"
+    assert all(_task_running(tasks, "Informer.run", inf) for inf in op.informers), "a watch is no longer running"
     assert any(t.name == "draxr-webhook" and t.is_alive() for t in threading.enumerate()), "webhook thread gone"
     async with (
         aiohttp.ClientSession(trust_env=False) as http,
@@ -1756,9 +1761,23 @@ def test_the_table_has_at_least_50_rows_with_unique_ids() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 async def test_hostile_input(
-    row: Row, kube: Kube, operator: Operator, base: Base, mapping_crd: None, tls: ssl.SSLContext
+    row: Row,
+    kube: Kube,
+    operator: Operator,
+    operator_thread: OperatorThread,
+    base: Base,
+    mapping_crd: None,
+    tls: ssl.SSLContext,
 ) -> None:
-    ctx = Ctx(kube, operator, base, tls, ns=f"hostile-{secrets.token_hex(4)}", stem=f"h{secrets.token_hex(3)}")
+    ctx = Ctx(
+        kube,
+        operator,
+        operator_thread,
+        base,
+        tls,
+        ns=f"hostile-{secrets.token_hex(4)}",
+        stem=f"h{secrets.token_hex(3)}",
+    )
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     try:
         with structlog.testing.capture_logs() as logs:

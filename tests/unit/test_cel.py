@@ -9,6 +9,7 @@ Sources of the expected values:
 from __future__ import annotations
 
 import re
+import threading
 import time
 from decimal import Decimal
 from typing import Any
@@ -636,7 +637,34 @@ def test_view_is_reused_across_selectors() -> None:
     dev = _dev({"model": {"string": "A100"}})
     for expression in ('device.attributes["dra.example.com"].model == "A100"', 'device.driver == "dra.example.com"'):
         assert _eval(expression, dev)
-    assert len(dev._activations) == 1  # one activation serves every selector
+    [per_thread] = dev._activations.values()
+    assert len(per_thread) == 1  # one activation serves every selector
+
+
+def test_selectors_compile_and_fail_alike_on_any_thread() -> None:
+    """A view first evaluated on one thread, and the compile-time probe made on another, still give
+    the error values (not cel-expr-python's INTERNAL "No PyCelArena found") on a second thread."""
+    dev = _dev({"v": {"version": "1.2.3"}})
+    expression = 'semver("bad").major() == 1'
+    failing = compile_selector(expression + " && true")  # compiled (and probed) on this thread
+    with pytest.raises(CelRuntimeError, match=r"No Major\.Minor\.Patch elements found"):
+        failing.matches(dev)  # the view's activation is made here
+    outcomes: list[str] = []
+
+    def elsewhere() -> None:
+        _CACHE.pop(expression, None)
+        compiled = compile_selector(expression)  # its probe runs on this thread
+        for selector in (compiled, failing):
+            try:
+                selector.matches(dev)
+            except CelRuntimeError as e:
+                outcomes.append(str(e))
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert len(outcomes) == 2
+    assert all("No Major.Minor.Patch elements found" in o and "PyCelArena" not in o for o in outcomes), outcomes
 
 
 # ---------------------------------------------------------------------------------------------

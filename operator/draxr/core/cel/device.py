@@ -77,9 +77,9 @@ class DeviceView:
     capacity: Mapping[str, Any]
     allow_multiple_allocations: bool = False
     name: str = ""
-    # CEL activations keyed by the unknown domains added as empty maps; () is the plain one
-    # (made and kept by draxr.core.cel.selector).
-    _activations: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False)
+    # CEL activations per thread, keyed by the unknown domains added as empty maps; () is the
+    # plain one (made and kept by draxr.core.cel.selector).
+    _activations: dict[int, dict[tuple[str, ...], Any]] = field(default_factory=dict, init=False, repr=False)
     # The device converted for CEL once: [dict] or [CelRuntimeError] (conversion errors are sticky).
     _converted: list[Any] = field(default_factory=list, init=False, repr=False)
 

@@ -58,9 +58,21 @@ _ENV: Final = cel.NewEnv(
 )
 
 
+def _activations(dev: DeviceView) -> dict[tuple[str, ...], Any]:
+    """The view's activations made on this thread. cel-expr-python ties an activation to the thread
+    that made it: on another thread, a library function that returns an error (``semver("bad")``)
+    fails with INTERNAL "No PyCelArena found" instead of the error value."""
+    thread = threading.get_ident()
+    acts = dev._activations.get(thread)
+    if acts is None:
+        acts = dev._activations[thread] = {}
+    return acts
+
+
 def _activation(dev: DeviceView, extra_domains: tuple[str, ...]) -> Any:
     """The CEL activation of `dev`, with these unknown domains added as empty maps (cached on the view)."""
-    act = dev._activations.get(extra_domains)
+    acts = _activations(dev)
+    act = acts.get(extra_domains)
     if act is not None:
         return act
     device = dev.cel_value()
@@ -71,8 +83,8 @@ def _activation(dev: DeviceView, extra_domains: tuple[str, ...]) -> Any:
             capacity.setdefault(domain, {})
         device = {**device, "attributes": attributes, "capacity": capacity}
     act = _ENV.Activation({"device": device})
-    if not extra_domains or len(dev._activations) < _MAX_CACHED_ACTIVATIONS:
-        dev._activations[extra_domains] = act
+    if not extra_domains or len(acts) < _MAX_CACHED_ACTIVATIONS:
+        acts[extra_domains] = act
     return act
 
 
@@ -124,7 +136,7 @@ class CompiledSelector:
         """True/False; CelRuntimeError for evaluation errors and non-bool results."""
         extras: tuple[str, ...] = ()
         while True:
-            act = dev._activations.get(extras) or _activation(dev, extras)
+            act = _activation(dev, extras)
             try:
                 result = self._program.eval(act)
             except RuntimeError as exc:  # planning failures surface as exceptions, not error values
@@ -160,9 +172,16 @@ def _result_type(result: cel.Value) -> str:
     return str(result.type().name()).lower()
 
 
-_PROBE: Final = _ENV.Activation(
-    {"device": {"driver": "", "allowMultipleAllocations": False, "attributes": {}, "capacity": {}}}
-)
+_PROBES = threading.local()  # one probe activation per thread (see _activations)
+
+
+def _probe() -> Any:
+    probe = getattr(_PROBES, "activation", None)
+    if probe is None:
+        probe = _PROBES.activation = _ENV.Activation(
+            {"device": {"driver": "", "allowMultipleAllocations": False, "attributes": {}, "capacity": {}}}
+        )
+    return probe
 
 
 _CACHE: OrderedDict[str, CompiledSelector] = OrderedDict()
@@ -229,7 +248,7 @@ def _compile(expression: str) -> CompiledSelector:
     try:
         # cel-cpp plans a program on first evaluation and raises (instead of returning an error
         # value) for functions it declares but cannot run, e.g. transformMap. Surface that now.
-        program.eval(_PROBE)
+        program.eval(_probe())
     except RuntimeError as exc:
         detail = _strip_status(str(exc))
         raise CelCompileError(f"compilation failed: not supported by this CEL runtime: {detail}") from None
