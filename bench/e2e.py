@@ -67,8 +67,13 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 DRAXR_NS, DRAXR_SA = "draxr-bench", "draxr"
-USERS = {"kube-scheduler": "system:kube-scheduler", "draxr": f"system:serviceaccount:{DRAXR_NS}:{DRAXR_SA}"}
-SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "draxr": "draxr"}
+USERS = {
+    "kube-scheduler": "system:kube-scheduler",
+    "draxr": f"system:serviceaccount:{DRAXR_NS}:{DRAXR_SA}",
+    "ceiling": f"system:serviceaccount:{DRAXR_NS}:{DRAXR_SA}",  # (its phases are its own: windows tell apart)
+}
+SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "draxr": "draxr", "ceiling": "draxr-ceiling"}
+NAMESPACE_PREFIX = {"kube-scheduler": "ks", "draxr": "dx", "ceiling": "cl"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 METRIC_WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
 
@@ -224,13 +229,15 @@ async def create_fleet(kube: Kube, nodes: int, devices: int, classes: int, ready
     log(f"created {fakedriver.summary(objs)} in {time.monotonic() - t0:.1f}s")
     deadline = time.monotonic() + ready_timeout
     while True:
-        listed = await kube.list(NODES, labelSelector="type=kwok", limit=500)
-        ready = sum(1 for n in listed if fakedriver._ready(n))
+        # From the API server's cache, every few seconds: listing thousands of nodes every second
+        # took the CPU kwok needs to renew their Leases (nodes went NotReady faster than Ready).
+        listed = await kube.request("GET", NODES.path(), query={"labelSelector": "type=kwok", "resourceVersion": "0"})
+        ready = sum(1 for n in listed.get("items") or () if fakedriver._ready(n))
         if ready >= nodes:
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {ready}/{nodes} nodes Ready after {ready_timeout:.0f}s")
-        await asyncio.sleep(1)
+        await asyncio.sleep(5 if nodes > 1000 else 1)
     log(f"{nodes} nodes Ready after {time.monotonic() - t0:.1f}s")
 
 
@@ -316,6 +323,71 @@ class Draxr:
     def stop(self, grace: float = 20) -> None:
         if self.proc is not None:
             self.proc.stop(grace)
+
+
+class CeilingProcess:
+    """bench/api_ceiling.py for one phase: the writes of a scheduler without its decisions."""
+
+    def __init__(self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.log_path = run_dir / f"ceiling-{concurrency}.log"
+        argv = [
+            sys.executable, str(REPO / "bench" / "api_ceiling.py"),
+            "--kubeconfig", str(kubeconfig),
+            "--scheduler-name", SCHEDULER_NAMES["ceiling"],
+            "--concurrency", str(concurrency),
+            "--qps", str(qps),
+            "--burst", str(burst),
+        ]  # fmt: skip
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc.poll() is None else None
+
+    async def started(self, timeout: float = 120) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"api_ceiling.py exited with {self.proc.returncode}; see {self.log_path}")
+            if "ceiling ready" in self.log_path.read_text(errors="replace"):
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"api_ceiling.py not ready after {timeout:.0f}s")
+
+    def stop(self, grace: float = 20) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def ceiling_fractions(phases: list[JSONish]) -> JSONish:
+    """Per phase the ceiling ran in: its best pods/s over the concurrencies tried, and each
+    scheduler's pods/s as a fraction of it."""
+    out: JSONish = {}
+    for phase in dict.fromkeys(p["phase"] for p in phases):
+        tried = [p for p in phases if p["phase"] == phase and p["scheduler"] == "ceiling"]
+        if not tried:
+            continue
+        best = max(tried, key=lambda p: p["pods_per_s"])
+        entry: JSONish = {
+            "pods_per_s": best["pods_per_s"],
+            "concurrency": best["concurrency"],
+            "tried": {str(p["concurrency"]): p["pods_per_s"] for p in tried},
+            "cpu_s": best["process"].get("ceiling", {}).get("cpu_s"),
+            "duration_s": best["duration_s"],
+        }
+        for p in phases:
+            if p["phase"] == phase and p["scheduler"] != "ceiling" and best["pods_per_s"]:
+                entry[f"{p['scheduler']}_fraction"] = round(p["pods_per_s"] / best["pods_per_s"], 3)
+        out[phase] = entry
+    return out
 
 
 # ---- workload ---------------------------------------------------------------------------------------------------
@@ -568,14 +640,28 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 used += sizes[k % 4]
                 k += 1
             phases.append(("mixed", mixed, None, None))
+        # The ceiling runs in the burst phase only, once per concurrency tried (its best is the ceiling).
+        runs = [
+            (sched, c) for sched in args.schedulers for c in (args.ceiling_concurrency if sched == "ceiling" else [0])
+        ]
         for phase_name, work, rate, run_for in phases:
-            for sched in args.schedulers:
-                ns = f"{'ks' if sched == 'kube-scheduler' else 'dx'}-{phase_name}"
+            for sched, concurrency in runs:
+                if sched == "ceiling" and phase_name != "burst":
+                    continue
+                ns = f"{NAMESPACE_PREFIX[sched]}-{phase_name}" + (f"-{concurrency}" if concurrency else "")
                 if sched == "draxr":  # draxr runs for its own phases only: it does not load the other's
                     timings = await draxr.start()
                     log(f"draxr started: {timings}")
                     result.setdefault("draxr_start", []).append(timings | proc_figures(draxr.pid))
-                pids = {"kube-scheduler": cp.pids.get("kube-scheduler"), "draxr": draxr.pid}
+                ceiling = None
+                if sched == "ceiling":
+                    ceiling = CeilingProcess(draxr.kubeconfig, cp.run_dir, args.qps, args.burst, concurrency)
+                    await ceiling.started()
+                pids = {
+                    "kube-scheduler": cp.pids.get("kube-scheduler"),
+                    "draxr": draxr.pid,
+                    "ceiling": ceiling.pid if ceiling else None,
+                }
                 bodies = [
                     pod_body(f"p-{k}", SCHEDULER_NAMES[sched], res, cnt, run_for) for k, (res, cnt) in enumerate(work)
                 ]
@@ -603,6 +689,7 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 fig |= {
                     "phase": phase_name,
                     "scheduler": sched,
+                    "concurrency": concurrency or None,
                     "rate": rate,
                     "run_for": run_for,
                     "all_writes": sum(all_writes.values()),
@@ -626,8 +713,10 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 )
                 if args.restart_draxr and sched == "draxr" and phase_name == "burst":
                     result["restart"] = await restart(args, draxr, fig)
-                last = phase_name == phases[-1][0] and sched == args.schedulers[-1]
+                last = phase_name == phases[-1][0] and (sched, concurrency) == runs[-1]
                 cleanup_s = 0.0 if (last and args.skip_final_cleanup) else await phase.cleanup()
+                if ceiling is not None:
+                    ceiling.stop()
                 fig["cleanup_s"] = round(cleanup_s, 1)
                 # The scheduler's requests are counted from the first pod created to the end of the
                 # clean-up: they include releasing the claims of completed and deleted pods.
@@ -641,6 +730,8 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                     fig["process"]["draxr"]["peak_rss_mib"] = round(peak, 1)
                     draxr.stop()
                 result["phases"].append(fig)
+        if "ceiling" in args.schedulers:
+            result["ceiling"] = ceiling_fractions(result["phases"])
     finally:
         await http.close()
         await kube.close()
@@ -726,8 +817,9 @@ def print_table(result: JSONish) -> str:
         s = p["scheduler"]
         proc = p["process"].get(s, {})
         cpu = proc.get("cpu_s", 0)
+        label = f"{s}@{p['concurrency']}" if p.get("concurrency") else s
         lines.append(
-            f"| {p['phase']} | {s} | {p['bound']}/{p['pods']} | {p['pods_per_s']} | {p['latency_s']['p50']} "
+            f"| {p['phase']} | {label} | {p['bound']}/{p['pods']} | {p['pods_per_s']} | {p['latency_s']['p50']} "
             f"| {p['latency_s']['p90']} | {p['latency_s']['p99']} | {p['audit']['writes_per_pod']} "
             f"| {p['all_writes_per_pod']} | {cpu} | {1000 * cpu / max(1, p['bound']):.1f} "
             f"| {proc.get('peak_rss_mib')} |"
@@ -751,6 +843,16 @@ def print_table(result: JSONish) -> str:
             f"| {ratio(ca, cb)} | {ratio(ca / max(1, a['bound']), cb / max(1, b['bound']))} "
             f"| {ratio(a['process']['draxr']['peak_rss_mib'], b['process']['kube-scheduler']['peak_rss_mib'])} |"
         )
+    for phase, c in (result.get("ceiling") or {}).items():
+        cpu = c.get("cpu_s") or 0
+        core = f", its CPU {cpu / max(c['duration_s'], 1e-9):.0%} of a core" if cpu else ""
+        fractions = ", ".join(
+            f"{s} {c[f'{s}_fraction']:.2f}" for s in ("kube-scheduler", "draxr") if f"{s}_fraction" in c
+        )
+        lines.append(
+            f"\n{phase}: API ceiling {c['pods_per_s']} pods/s (concurrency {c['concurrency']} of "
+            f"{', '.join(c['tried'])}{core}); as fractions of it: {fractions or '-'}"
+        )
     return "\n".join(lines)
 
 
@@ -770,11 +872,28 @@ def main() -> int:
     p.add_argument("--steady-rate", type=float, default=40, help="pods/s arriving in the steady phase")
     p.add_argument("--run-for", default="10s", help="how long a steady-state pod runs (kwok completes it)")
     p.add_argument("--mixed-fill", type=float, default=0.6, help="0: no mixed phase")
-    p.add_argument("--schedulers", default="kube-scheduler,draxr", type=lambda s: s.split(","))
+    p.add_argument(
+        "--schedulers",
+        default="ceiling,kube-scheduler,draxr",
+        type=lambda s: s.split(","),
+        help="ceiling: bench/api_ceiling.py, the same writes without decisions (burst phase only)",
+    )
+    p.add_argument(
+        "--ceiling-concurrency",
+        default=[16, 64],
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="the ceiling's concurrencies to try (its best pods/s is the ceiling)",
+    )
     p.add_argument("--draxr-args", default="", help="more `draxr run` flags, e.g. '--bind-concurrency 64'")
     p.add_argument("--stall", type=float, default=30, help="stop waiting after this long without a binding")
     p.add_argument("--phase-timeout", type=float, default=1200)
     p.add_argument("--nodes-ready-timeout", type=float, default=300, help="wait this long for the kwok nodes")
+    p.add_argument(
+        "--node-grace-seconds",
+        type=int,
+        default=0,
+        help="KCM's node-monitor-grace-period (0: 40, or 600 above 1,000 nodes, where kwok renews Leases late)",
+    )
     p.add_argument("--restart-draxr", action="store_true", help="after the draxr burst: restart draxr, time its resync")
     p.add_argument("--settle", type=float, default=30, help="seconds after a restart before RSS is read")
     p.add_argument("--profile", action="store_true", help="py-spy the draxr burst phase")
@@ -795,6 +914,7 @@ def main() -> int:
         kwok=True,
         scheduler_qps=args.qps,
         scheduler_burst=args.burst,
+        node_monitor_grace_seconds=args.node_grace_seconds or (600 if args.nodes > 1000 else 40),
         apiserver_extra_args=(
             f"--audit-policy-file={run_dir / 'audit-policy.json'}",
             f"--audit-log-path={run_dir / 'audit.log'}",

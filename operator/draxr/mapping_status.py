@@ -85,10 +85,11 @@ class MappingStatusWriter:
             return 0
         crs = parse_all(objs.values())
         existing = frozenset(self.state.classes)
-        alloc = Allocator(self.state.inventory, self.state.allocated(), self.features)
         now = now_rfc3339()
         written = 0
         for cr in crs:
+            # Per CR: the allocated state is a view valid until the next change, and this loop awaits.
+            alloc = Allocator(self.state.inventory, self.state.allocated(), self.features)
             rows = dra_capacity(
                 self.state, cr.resource_name, cr.class_names, cr.selectors, cr.node_selector, allocator=alloc
             )

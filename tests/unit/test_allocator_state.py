@@ -124,3 +124,27 @@ def test_build_helper() -> None:
     s = AllocatedState.build(shared_device_ids=[(DEV, "x")])
     assert s.is_device_allocated(DEV)
     assert s.has_shared_allocation(DEV)
+
+
+def test_snapshot_is_a_view_of_this_revision_and_the_frozen_one_a_copy() -> None:
+    """snapshot() shares the tracker's tables (no copy per cycle); frozen_snapshot() does not."""
+    t = AllocationTracker()
+    t.set_claim("a", allocated(result("dev-0"), result("dev-1", shareID="s1")))
+    live, frozen = t.snapshot(), t.frozen_snapshot()
+    want = {DEV, ("driver-a", "pool-1", "dev-1")}
+    assert (live.revision, frozen.revision) == (t.revision, t.revision)
+    for s in (live, frozen):
+        assert s.allocated_devices == {DEV}
+        assert all(s.is_device_allocated(d) for d in want)
+        assert s.has_shared_allocation(("driver-a", "pool-1", "dev-1"))
+    t.remove_claim("a")
+    assert live.revision != t.revision  # stale: the allocator never keeps one across a change
+    assert not any(live.is_device_allocated(d) for d in want)
+    assert all(frozen.is_device_allocated(d) for d in want)
+    shared = ("driver-a", "pool-1", "dev-1")
+    t.set_claim("b", allocated(result("dev-1", shareID="s1")))
+    t.set_claim("c", allocated(result("dev-1", shareID="s2")))
+    t.remove_claim("b")
+    assert t.snapshot().has_shared_allocation(shared)  # still shared by c
+    t.remove_claim("c")
+    assert not t.snapshot().has_shared_allocation(shared)

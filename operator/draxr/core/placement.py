@@ -572,12 +572,10 @@ def _with_devices(
     used = total = wanted = 0
     if ext.dra_requests:
         wanted += ext.device_count
-        pools: set[tuple[str, str]] = set()
-        for sl in state.inventory.node_local_slices(node.name):
-            total += len(sl.devices)
-            if (sl.driver, sl.pool) not in pools:
-                pools.add((sl.driver, sl.pool))
-                used += state.tracker.allocated_in_pool(sl.driver, sl.pool)
+        total, pools = state.inventory.node_local_devices(node.name)
+        in_pool = state.tracker.allocated_in_pool
+        for driver, pool in pools:
+            used += in_pool(driver, pool)
     for name, count in ext.device_plugin.items():
         wanted += count
         total += node.allocatable.get(name, 0)

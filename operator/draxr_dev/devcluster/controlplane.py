@@ -117,6 +117,9 @@ class Options:
     scheduler_burst: int = 400
     apiserver_extra_args: tuple[str, ...] = ()
     real_node: bool = False  # room for a real kubelet (realnode.py): its identity, kubelet address by Hostname
+    # KCM marks a node NotReady (and taints it) once its Lease is this old. kwok renews thousands of
+    # Leases on a 2-core box slower than a kubelet would: scale runs raise it (bench/e2e.py).
+    node_monitor_grace_seconds: int = 40
 
 
 @dataclass
@@ -438,7 +441,7 @@ class ControlPlane:
             f"--root-ca-file={p.ca_crt}",
             "--use-service-account-credentials=true",
             "--node-monitor-period=5s",
-            "--node-monitor-grace-period=40s",
+            f"--node-monitor-grace-period={self.options.node_monitor_grace_seconds}s",
             "--kube-api-qps=200",
             "--kube-api-burst=400",
             "--profiling=false",

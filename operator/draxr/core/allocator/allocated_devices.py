@@ -18,7 +18,7 @@ in that short window).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -33,13 +33,18 @@ SharedDeviceId = tuple[DeviceId, str]  # (device id, shareID)
 
 @dataclass(frozen=True, slots=True)
 class AllocatedState:
-    """Immutable snapshot handed to the allocator (upstream schedulerapi.AllocatedState)."""
+    """What the allocator reads of the devices in use (upstream schedulerapi.AllocatedState).
 
-    allocated_devices: frozenset[DeviceId] = frozenset()
-    shared_device_ids: frozenset[SharedDeviceId] = frozenset()
+    ``AllocationTracker.snapshot()`` gives views onto the tracker's own tables rather than copies
+    (copying 40,000 device ids cost ~1.2 ms per scheduling cycle): such a state is valid while the
+    tracker's ``revision`` equals its own, i.e. within one synchronous cycle, as upstream's
+    snapshot is taken per cycle. ``build`` makes a frozen one."""
+
+    allocated_devices: Set[DeviceId] = frozenset()
+    shared_device_ids: Set[SharedDeviceId] = frozenset()
     aggregated_capacity: Mapping[DeviceId, Mapping[str, Quantity]] = field(default_factory=dict)
     revision: int = 0
-    _shared_devices: frozenset[DeviceId] = frozenset()
+    _shared_devices: Set[DeviceId] = frozenset()
 
     @staticmethod
     def build(
@@ -108,6 +113,7 @@ class AllocationTracker:
         self._dedicated: Counter[DeviceId] = Counter()
         self._per_pool: Counter[tuple[str, str]] = Counter()  # (driver, pool) -> dedicated devices held
         self._shared: Counter[SharedDeviceId] = Counter()
+        self._shared_devices: Counter[DeviceId] = Counter()  # device -> shared allocations of it
         self._capacity: dict[DeviceId, dict[str, Decimal]] = {}
         self._capacity_fmt: dict[tuple[DeviceId, str], str] = {}
         self._revision = 0
@@ -173,6 +179,9 @@ class AllocationTracker:
             self._shared[s] += sign
             if self._shared[s] <= 0:
                 del self._shared[s]
+            self._shared_devices[s[0]] += sign
+            if self._shared_devices[s[0]] <= 0:
+                del self._shared_devices[s[0]]
         for dev, consumed in c.capacity:
             entry = self._capacity.setdefault(dev, {})
             for name, q in consumed.items():
@@ -187,13 +196,27 @@ class AllocationTracker:
         return self._per_pool.get((driver, pool), 0)
 
     def snapshot(self) -> AllocatedState:
+        """The allocated state now, valid until the next change (see AllocatedState)."""
         if self._snapshot is None:
             capacity = {
                 dev: {name: Quantity(v, self._capacity_fmt.get((dev, name), "DecimalSI")) for name, v in entry.items()}
                 for dev, entry in self._capacity.items()
             }
-            self._snapshot = AllocatedState.build(self._dedicated.keys(), self._shared.keys(), capacity, self._revision)
+            self._snapshot = AllocatedState(
+                allocated_devices=self._dedicated.keys(),
+                shared_device_ids=self._shared.keys(),
+                aggregated_capacity=capacity,
+                revision=self._revision,
+                _shared_devices=self._shared_devices.keys(),
+            )
         return self._snapshot
+
+    def frozen_snapshot(self) -> AllocatedState:
+        """A copy that later changes do not reach (tests, tools that keep it)."""
+        live = self.snapshot()
+        return AllocatedState.build(
+            live.allocated_devices, live.shared_device_ids, live.aggregated_capacity, live.revision
+        )
 
 
 def allocated_state_from_claims(
@@ -203,4 +226,4 @@ def allocated_state_from_claims(
     tracker = AllocationTracker(consumable_capacity)
     for i, claim in enumerate(claims):
         tracker.set_claim(str(i), claim)
-    return tracker.snapshot()
+    return tracker.frozen_snapshot()

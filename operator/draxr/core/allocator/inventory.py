@@ -50,6 +50,7 @@ class Inventory:
         self._classes: dict[str, ClassInfo] = {}
         self.class_revision = 0
         self._pools: dict[str, _PoolsEntry] = {}
+        self._local_devices: dict[str, tuple[int, int, tuple[tuple[str, str], ...]]] = {}
         self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
         # (node, class key) -> (pools the entry was computed for, features, matching devices or None).
         self.class_candidates: dict[
@@ -112,6 +113,20 @@ class Inventory:
         """The slices with `nodeName` = this node (no shared ones)."""
         own = self._node_index.get(node_name)
         return list(own.values()) if own else []
+
+    def node_local_devices(self, node_name: str) -> tuple[int, tuple[tuple[str, str], ...]]:
+        """(devices, distinct (driver, pool) in slice order) of the node's own slices, cached per
+        revision of that node's slices (device scoring asks for every candidate of every cycle)."""
+        rev = self._node_rev.get(node_name, 0)
+        hit = self._local_devices.get(node_name)
+        if hit is not None and hit[0] == rev:
+            return hit[1], hit[2]
+        own = self._node_index.get(node_name)
+        slices = own.values() if own else ()
+        total = sum(len(sl.devices) for sl in slices)
+        pools = tuple(dict.fromkeys((sl.driver, sl.pool) for sl in slices))
+        self._local_devices[node_name] = (rev, total, pools)
+        return total, pools
 
     def slices_for_node(self, node_name: str) -> list[SliceInfo]:
         """Upstream: slicesOnNode[node] followed by every slice without nodeName."""

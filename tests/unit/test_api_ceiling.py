@@ -1,0 +1,75 @@
+"""bench/api_ceiling.py writes what a scheduler writes: the special claim's requests and the pod's
+request mappings are those draxr's core computes for the bench's pods; its round-robin devices
+are each used once while the burst has fewer pods than devices."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from draxr.core.mapping import build_mapping
+from draxr.core.requests import prepare_pod
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ceiling, e2e = _load("api_ceiling"), _load("e2e")
+
+
+@pytest.mark.parametrize("count", [1, 2, 8])
+def test_requests_and_mappings_are_the_cores(count: int) -> None:
+    pod = e2e.pod_body("p-7", "draxr-ceiling", "example.com/gpu-7", count, None)
+    pod["metadata"] |= {"namespace": "ns", "uid": "u-7"}
+    classes = [
+        {"metadata": {"name": f"gpu-{k}"}, "spec": {"extendedResourceName": f"example.com/gpu-{k}"}} for k in range(25)
+    ]
+    mapping = build_mapping(classes)
+    core = prepare_pod(pod, mapping).for_allocatable({})
+    requests, mappings = ceiling.requested(pod)
+    assert requests == [r.to_api() for r in core.dra_requests]
+    assert mappings == [m.to_api() for m in core.mappings]
+
+
+def _slices(nodes: int, devices: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "metadata": {"name": f"n{i}-slice"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": f"n{i}",
+                "pool": {"name": f"n{i}"},
+                "devices": [{"name": f"gpu-{d}"} for d in range(devices)],
+            },
+        }
+        for i in range(nodes)
+    ]
+
+
+def test_round_robin_uses_every_device_once_and_over_every_node() -> None:
+    slots = ceiling.device_slots(_slices(3, 4), {"n0", "n1", "n2"})
+    assert [s[0] for s in slots[:3]] == ["n0", "n1", "n2"]
+    request = [{"name": "container-0-request-0", "exactly": {"count": 1}}]
+    chosen = []
+    for k in range(len(slots)):
+        alloc = ceiling.allocation(request, slots, k)
+        [result] = alloc["devices"]["results"]
+        node = alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+        assert result["pool"] == node
+        chosen.append((node, result["device"]))
+    assert len(set(chosen)) == len(chosen) == 12
+    assert ceiling.device_slots(_slices(3, 4), {"n1"}) == [s for s in slots if s[0] == "n1"]  # Ready nodes only
