@@ -7,8 +7,8 @@
 # The Dockerfile is built unchanged but for its BASE_IMAGE argument (default: the public
 # python:3.11-slim-bookworm, which no registry here serves): the base is made locally, a debootstrap
 # of a minimal bookworm with Debian's python3 (3.11), pip and python-is-python3 from the host's apt
-# mirror, brought up to date and cleaned by hack/image/base-setup.sh, and cached (the rootfs tar and
-# the image in a private buildah store under ~/.cache/draxr/image/). What the build's pip needs to
+# mirror, brought up to date and cleaned by hack/image/base-setup.sh, and cached (the downloaded
+# packages, and the image in a private buildah store under ~/.cache/draxr/image/). What the build's pip needs to
 # reach PyPI from this machine (its CA bundle, SSL_CERT_FILE or PIP_CERT) is bind-mounted for the
 # RUN steps only, never written into a layer.
 #
@@ -74,8 +74,8 @@ flock 9
 
 start=$(date +%s)
 
-# --- the base: debootstrap (cached as a rootfs tar), then base-setup.sh in a container, committed
-# to the private store as localhost/draxr-base:<key>.
+# --- the base: debootstrap (into a rootfs tar), then base-setup.sh in a container, committed
+# to the private store as localhost/draxr-base:<key> (the rootfs tar only lives until then).
 debootstrap_version=$(dpkg-query -W -f='${Version}' debootstrap)
 BASE_KEY=$( { echo "$SUITE minbase $BASE_PACKAGES $(dpkg --print-architecture) debootstrap-$debootstrap_version"
               cat "$HACK/image/base-setup.sh"; } | sha256sum | cut -c1-12)
@@ -146,6 +146,7 @@ if ! bh inspect --type image "$BASE_REF" >/dev/null 2>&1; then
     --cmd '["python3"]' --label "org.opencontainers.image.description=draxr's local base: debootstrap $SUITE minbase + $BASE_PACKAGES" \
     "$c"
   bh commit --rm -q "$c" "$BASE_REF" >/dev/null
+  rm -f "$BASE_TAR"   # the store holds the base now; debootstrap's packages stay in $IMG/debs
   log "base image $BASE_REF after $(( $(date +%s) - start ))s"
 fi
 
