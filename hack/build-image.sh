@@ -60,8 +60,8 @@ STORE=(--root "$IMG/storage" --runroot "$IMG/run" --storage-driver vfs)
 bh() { buildah "${STORE[@]}" "$@"; }
 
 # The CA bundle the host trusts (this machine reaches PyPI through a TLS-intercepting proxy): mounted
-# over the image's bundle during RUN steps, which Debian's pip and apt read; for other bases a
-# pip.conf naming it is mounted too. Read-only, outside every layer.
+# read-only over the base's bundle during the Dockerfile's RUN steps, where Debian's pip reads it;
+# the layers keep the base's own bundle (tests/image checks it).
 CA=${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
 BUILD_MOUNTS=()
 if [ -s "$CA" ]; then

@@ -99,6 +99,24 @@ def test_rootfs_holds_this_checkout_and_nothing_of_the_build(unpacked: tuple[oci
         assert (rootfs / rel).lstat().st_mode & stat.S_ISVTX
 
 
+def _pem_bodies(text: str) -> set[str]:
+    blocks = re.findall(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", text, re.DOTALL)
+    return {"".join(b.split()) for b in blocks}
+
+
+def test_trusts_only_debians_certificates_not_the_build_hosts(unpacked: tuple[ociarchive.Image, Path]) -> None:
+    # The build mounts the host's CA bundle (a TLS-intercepting proxy's CA among them) for pip only:
+    # the image's bundle is the one update-ca-certificates made from Debian's ca-certificates.
+    _, bundle = unpacked
+    rootfs = bundle / "rootfs"
+    trusted = _pem_bodies((rootfs / "etc/ssl/certs/ca-certificates.crt").read_text())
+    debian: set[str] = set()
+    for crt in (rootfs / "usr/share/ca-certificates").rglob("*.crt"):
+        debian |= _pem_bodies(crt.read_text())
+    assert len(trusted) > 100
+    assert trusted - debian == set()
+
+
 def _runc_config(image: ociarchive.Image, args: list[str]) -> dict[str, Any]:
     """What kubelet would give the Deployment's container, in runc's terms (runc spec's defaults,
     then the pod's securityContext): uid/gid 65532, read-only root, no capabilities, no new
