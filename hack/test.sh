@@ -9,9 +9,9 @@ bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
 # clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
 # elsewhere) counts as needing the control plane; no argument at all means the whole suite.
-needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1
+needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_image=1
 if [ $# -gt 0 ]; then
-  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0
+  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_image=0
   for arg in "$@"; do
     case "$arg" in
       -*|tests/unit|tests/unit/*) ;;
@@ -21,6 +21,7 @@ if [ $# -gt 0 ]; then
     case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
     case "$arg" in tests|tests/|tests/differential*) needs_diff=1 ;; esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*) needs_helm=1 ;; esac
+    case "$arg" in tests|tests/|tests/image*) needs_image=1 ;; esac
   done
 fi
 if [ "$needs_cp" = 1 ]; then
@@ -49,6 +50,13 @@ if [ "$needs_helm" = 1 ]; then
   DRAXR_HELM=$(bash hack/build-helm.sh | tail -n 1)
   export DRAXR_HELM
   echo "[test] helm: $DRAXR_HELM" >&2
+fi
+if [ "$needs_image" = 1 ]; then
+  # draxr's image (tests/image): the Dockerfile built by buildah on a local debootstrap base, as an
+  # OCI archive; the base is cached, so a warm run only rebuilds the image when its inputs changed.
+  DRAXR_IMAGE_ARCHIVE=$(bash hack/build-image.sh | tail -n 1)
+  export DRAXR_IMAGE_ARCHIVE
+  echo "[test] image: $DRAXR_IMAGE_ARCHIVE" >&2
 fi
 if [ "$needs_135" = 1 ]; then
   # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.

@@ -29,3 +29,12 @@ def test_final_stage_runs_as_a_numeric_non_root_user_with_pinned_wheels() -> Non
     assert int(uid) != 0
     assert "-c hack/constraints.txt" in text  # wheels built against the pinned set
     assert "--no-index" in final  # nothing fetched unpinned at install time
+
+
+def test_both_stages_start_from_the_base_argument_whose_default_is_the_public_python_image() -> None:
+    # hack/build-image.sh passes a local base; `docker build .` keeps the public one.
+    text = DOCKERFILE.read_text()
+    before_first_from = text.split("\nFROM ")[0]
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim-bookworm$", before_first_from, re.MULTILINE)
+    froms = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    assert froms == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
