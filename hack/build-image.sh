@@ -46,10 +46,10 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+  if ! apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >&2; then
     log "apt-get install failed; updating the package lists once and retrying"
-    apt-get update -q >&2
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    apt-get -o DPkg::Lock::Timeout=900 update -q >&2
+    apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >&2
   fi
 fi
 
@@ -110,7 +110,7 @@ if ! bh inspect --type image "$BASE_REF" >/dev/null 2>&1; then
   if [ ! -s "$BASE_TAR" ]; then
     mirror=$(apt_uri "$SUITE")
     if [ -z "$mirror" ]; then
-      apt-get update -q >&2
+      apt-get -o DPkg::Lock::Timeout=900 update -q >&2
       mirror=$(apt_uri "$SUITE")
     fi
     [ -n "$mirror" ] || { log "the host's apt has no $SUITE main source to debootstrap from"; exit 1; }

@@ -18,8 +18,8 @@ fi
 command -v apt-get >/dev/null || { log "missing ${missing[*]} and no apt-get"; exit 1; }
 log "installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+if ! apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >&2; then
   log "apt-get install failed; updating the package lists once and retrying"
-  apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  apt-get -o DPkg::Lock::Timeout=900 update -q >&2
+  apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >&2
 fi

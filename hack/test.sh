@@ -24,6 +24,14 @@ if [ $# -gt 0 ]; then
     case "$arg" in tests|tests/|tests/image*) needs_image=1 ;; esac
   done
 fi
+if [ "$needs_image" = 1 ]; then
+  # draxr's image (tests/image), started first and in the background: cold, it is mostly downloads
+  # and unpacking (debootstrap of the base), which overlap the Go builds below. Waited for before pytest.
+  image_out=$(mktemp) image_err=$(mktemp)
+  bash hack/build-image.sh >"$image_out" 2>"$image_err" &
+  image_pid=$!
+  trap 'kill "$image_pid" 2>/dev/null || true' EXIT  # a failed Go build ends the run: do not leave it behind
+fi
 if [ "$needs_cp" = 1 ]; then
   DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
   export DRAXR_BIN_DIR
@@ -52,10 +60,18 @@ if [ "$needs_helm" = 1 ]; then
   echo "[test] helm: $DRAXR_HELM" >&2
 fi
 if [ "$needs_image" = 1 ]; then
-  # draxr's image (tests/image): the Dockerfile built by buildah on a local debootstrap base, as an
-  # OCI archive; the base is cached, so a warm run only rebuilds the image when its inputs changed.
-  DRAXR_IMAGE_ARCHIVE=$(bash hack/build-image.sh | tail -n 1)
+  # The Dockerfile built by buildah on a local debootstrap base, as an OCI archive; the base is
+  # cached, so a warm run only rebuilds the image when its inputs changed.
+  image_rc=0
+  wait "$image_pid" || image_rc=$?
+  cat "$image_err" >&2
+  if [ "$image_rc" != 0 ]; then
+    echo "[test] hack/build-image.sh failed ($image_rc)" >&2
+    exit 1
+  fi
+  DRAXR_IMAGE_ARCHIVE=$(tail -n 1 "$image_out")
   export DRAXR_IMAGE_ARCHIVE
+  rm -f "$image_out" "$image_err"
   echo "[test] image: $DRAXR_IMAGE_ARCHIVE" >&2
 fi
 if [ "$needs_135" = 1 ]; then
