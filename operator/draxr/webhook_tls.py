@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from draxr import logs
+from draxr import logs, metrics
 from draxr.core import certs
 from draxr.kube import JSON_PATCH, ApiException, Kube, Resource
 from draxr.loops import GuardedLoop, sleeper
@@ -63,6 +63,9 @@ class CertKeeper:
         self.run_in_server(lambda: _load_chain(self.ssl, tls_crt, tls_key))
         first = not self._serving
         self._serving = tls_crt
+        metrics.WEBHOOK_CERT_EXPIRY.labels(secret=self.settings.webhook_secret_name).set(
+            certs.not_after(tls_crt).timestamp()
+        )
         self.loaded.set()
         log.info(
             "webhook serving certificate loaded" if first else "webhook serving certificate reloaded",

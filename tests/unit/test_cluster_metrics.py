@@ -1,0 +1,157 @@
+"""The scrape-time metrics of the cluster (draxr.cluster_metrics): capacity per extended resource,
+pending pods per resource and their oldest age, orphaned special claims; and how the collector
+reads them on the state's own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from draxr.cluster_metrics import ClusterCollector, Snapshot, snapshot
+from draxr.core.state import ClusterState, PodInfo
+
+from .cluster_builders import GPU, allocation, cluster, node, pod, special_claim
+
+NOW = datetime(2026, 1, 1, 0, 10, 0, tzinfo=UTC)
+OWN = frozenset({"draxr"})
+
+
+def _pending(state: ClusterState) -> list[PodInfo]:
+    return [p for p in state.pods.values() if p.schedulable and p.scheduler_name == "draxr"]
+
+
+def _state() -> ClusterState:
+    state = cluster({"n1": 4, "n2": 2})
+    state.upsert_node(node("dp", extended={GPU: "4"}))
+    state.upsert_pod(pod("user", gpus=3, node_name="dp", phase="Running", scheduler="default-scheduler"))
+    # n1: gpu-0 and gpu-1 held by a running pod's claim
+    state.upsert_pod(pod("running", gpus=2, node_name="n1", phase="Running", claim_name="c-running"))
+    state.upsert_claim(
+        special_claim("c-running", "running", "uid-running", alloc=allocation("n1", "gpu-0", "gpu-1"), reserved=True)
+    )
+    return state
+
+
+def test_capacity_is_kubectl_draxr_capacity_summed() -> None:
+    snap = snapshot(_state(), [], OWN, now=NOW)
+    assert snap.total == {(GPU, "DRA"): 6, (GPU, "device plugin"): 4}
+    assert snap.allocated == {(GPU, "DRA"): 2, (GPU, "device plugin"): 3}
+    assert snap.free == {(GPU, "DRA"): 4, (GPU, "device plugin"): 1}
+
+
+def test_oldest_pending_per_resource_and_counts() -> None:
+    state = _state()
+    state.upsert_pod(pod("old", gpus=2, created="2026-01-01T00:00:00Z"))  # 10 minutes
+    state.upsert_pod(pod("new", gpus=1, created="2026-01-01T00:09:00Z"))  # 1 minute
+    state.upsert_pod(pod("other", resource="example.com/fpga", gpus=1, created="2026-01-01T00:08:00Z"))
+    state.upsert_pod(pod("plain", created="2026-01-01T00:05:00Z"))  # no extended resource
+    state.upsert_pod(pod("gated", gpus=1, created="2025-01-01T00:00:00Z", schedulingGates=[{"name": "x"}]))
+    snap = snapshot(state, _pending(state), OWN, now=NOW)
+    assert snap.oldest_pending == {GPU: 600.0, "example.com/fpga": 120.0, "": 300.0}
+    assert snap.pending == {GPU: 2, "example.com/fpga": 1, "": 1}
+    # Bound, it no longer counts.
+    state.upsert_pod(pod("old", gpus=2, created="2026-01-01T00:00:00Z", node_name="n2", phase="Running"))
+    snap = snapshot(state, [*_pending(state), state.pods["uid-old"]], OWN, now=NOW)
+    assert snap.oldest_pending[GPU] == 60.0
+    assert snap.pending[GPU] == 1
+
+
+def test_orphaned_special_claims_by_reason() -> None:
+    state = _state()
+    assert snapshot(state, [], OWN, now=NOW).orphans == {"pod-gone": 0, "pod-finished": 0}
+    state.upsert_claim(special_claim("c-gone", "gone", "uid-gone", alloc=allocation("n2", "gpu-0"), reserved=True))
+    state.upsert_pod(pod("done", gpus=1, node_name="n2", phase="Succeeded", claim_name="c-done"))
+    state.upsert_claim(special_claim("c-done", "done", "uid-done", alloc=allocation("n2", "gpu-1"), reserved=True))
+    # Deleted and holding nothing: the API server removes it, not an orphan.
+    state.upsert_claim(special_claim("c-going", "gone2", "uid-gone2", finalizer=False, deleting=True))
+    snap = snapshot(state, [], OWN, now=NOW)
+    assert snap.orphans == {"pod-gone": 1, "pod-finished": 1}
+    assert snap.free[(GPU, "DRA")] == 2  # the orphans' devices are still taken
+
+
+def _exposition(collector: ClusterCollector) -> str:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def test_exposition_and_detached_collector() -> None:
+    collector = ClusterCollector(min_interval=0)
+    assert _exposition(collector) == ""  # nothing attached: no samples
+    snap = Snapshot(
+        total={(GPU, "DRA"): 6},
+        allocated={(GPU, "DRA"): 2},
+        free={(GPU, "DRA"): 4},
+        oldest_pending={GPU: 30.5},
+        pending={GPU: 3},
+        orphans={"pod-gone": 1, "pod-finished": 0},
+    )
+
+    def source() -> Snapshot:
+        return snap
+
+    async def attached() -> str:
+        collector.attach(source, asyncio.get_running_loop())
+        return _exposition(collector)  # from the loop's own thread: computed in place
+
+    text = asyncio.run(attached())
+    for line in (
+        'draxr_extended_resource_devices{resource="example.com/gpu",served_by="DRA"} 6.0',
+        'draxr_extended_resource_allocated_devices{resource="example.com/gpu",served_by="DRA"} 2.0',
+        'draxr_extended_resource_free_devices{resource="example.com/gpu",served_by="DRA"} 4.0',
+        'draxr_oldest_pending_pod_age_seconds{resource="example.com/gpu"} 30.5',
+        'draxr_pending_pods_by_resource{resource="example.com/gpu"} 3.0',
+        'draxr_orphaned_special_claims{reason="pod-gone"} 1.0',
+        'draxr_orphaned_special_claims{reason="pod-finished"} 0.0',
+    ):
+        assert line in text.splitlines(), text
+    collector.detach(source)
+    assert _exposition(collector) == ""
+
+
+def test_scrape_from_another_thread_runs_on_the_loop_and_is_cached() -> None:
+    collector = ClusterCollector(min_interval=60, timeout=5)
+    threads: list[int] = []
+
+    def source() -> Snapshot:
+        threads.append(threading.get_ident())
+        return Snapshot(pending={GPU: len(threads)})
+
+    async def main() -> tuple[Snapshot | None, Snapshot | None]:
+        collector.attach(source, asyncio.get_running_loop())
+        first = await asyncio.to_thread(collector.read)  # the HTTP server's thread, say
+        second = await asyncio.to_thread(collector.read)
+        return first, second
+
+    loop_thread = threading.get_ident()
+    first, second = asyncio.run(main())
+    assert first is not None
+    assert first.pending == {GPU: 1}
+    assert second is first  # within min_interval: the same reading
+    assert threads == [loop_thread]
+    assert collector.computed == 1
+
+
+def test_a_wedged_loop_yields_nothing_within_the_timeout() -> None:
+    collector = ClusterCollector(min_interval=0, timeout=0.2)
+    loop = asyncio.new_event_loop()  # never run: nobody answers
+    try:
+        collector._source, collector._loop, collector._thread = (lambda: Snapshot()), loop, -1
+        assert collector.read() is None
+        assert collector.computed == 0
+    finally:
+        loop.close()
+    assert collector.read() is None  # closed loop: nothing either
+
+
+@pytest.mark.parametrize("created", ["", "not a time"])
+def test_pods_without_a_creation_time_count_but_have_no_age(created: str) -> None:
+    state = _state()
+    state.upsert_pod(pod("odd", gpus=1, created=created))
+    snap = snapshot(state, _pending(state), OWN, now=NOW)
+    assert snap.pending == {GPU: 1}
+    assert GPU not in snap.oldest_pending
