@@ -7,20 +7,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
-# clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
-# elsewhere) counts as needing the control plane; no argument at all means the whole suite.
-needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1
+# clone starts at once. Anything that is not a path under tests/unit or tests/monitoring (which needs
+# promtool only) counts as needing the control plane (another path, -k, a node id elsewhere); no
+# argument at all means the whole suite.
+needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_promtool=1
 if [ $# -gt 0 ]; then
-  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0
+  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_promtool=0
   for arg in "$@"; do
     case "$arg" in
-      -*|tests/unit|tests/unit/*) ;;
+      -*|tests/unit|tests/unit/*|tests/monitoring|tests/monitoring/*) ;;
       *) needs_cp=1 ;;
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
     case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
     case "$arg" in tests|tests/|tests/differential*) needs_diff=1 ;; esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*) needs_helm=1 ;; esac
+    case "$arg" in tests|tests/|tests/monitoring*) needs_promtool=1 ;; esac
   done
 fi
 if [ "$needs_cp" = 1 ]; then
@@ -49,6 +51,13 @@ if [ "$needs_helm" = 1 ]; then
   DRAXR_HELM=$(bash hack/build-helm.sh | tail -n 1)
   export DRAXR_HELM
   echo "[test] helm: $DRAXR_HELM" >&2
+fi
+if [ "$needs_promtool" = 1 ]; then
+  # promtool (tests/monitoring: `promtool test rules` for every alert, `promtool check rules` for
+  # the alerts and every PromQL expression of the Grafana dashboard).
+  DRAXR_PROMTOOL=$(bash hack/build-promtool.sh | tail -n 1)
+  export DRAXR_PROMTOOL
+  echo "[test] promtool: $DRAXR_PROMTOOL" >&2
 fi
 if [ "$needs_135" = 1 ]; then
   # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
