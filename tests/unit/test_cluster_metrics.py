@@ -155,3 +155,36 @@ def test_pods_without_a_creation_time_count_but_have_no_age(created: str) -> Non
     snap = snapshot(state, _pending(state), OWN, now=NOW)
     assert snap.pending == {GPU: 1}
     assert GPU not in snap.oldest_pending
+
+
+async def test_operator_wiring_leader_gauge_and_snapshot() -> None:
+    """The Operator exports 1 while it leads, 0 otherwise (under its Lease's name), and its snapshot
+    takes the pending pods from its scheduling queue."""
+    from kubernetes_asyncio import client
+    from prometheus_client import REGISTRY
+
+    from draxr.app import Operator
+    from draxr.kube import Kube
+    from draxr.settings import Settings
+
+    cfg = client.Configuration()
+    kube = Kube(client.ApiClient(cfg))
+    try:
+        op = Operator(Settings(scheduler_name="unit-sched", leader_election_lease_name="unit-lease"), kube, cfg)
+
+        def leader() -> float | None:
+            return REGISTRY.get_sample_value("draxr_leader_election_master_status", {"name": "unit-lease"})
+
+        assert leader() == 0.0
+        op.leading = True
+        assert leader() == 1.0
+        op.leading = False
+        assert leader() == 0.0
+
+        op.pod_upserted(pod("waits", gpus=1, scheduler="unit-sched", created="2020-01-01T00:00:00Z"))
+        op.pod_upserted(pod("elsewhere", gpus=1, scheduler="other", created="2020-01-01T00:00:00Z"))
+        snap = op.cluster_snapshot()
+        assert snap.pending == {GPU: 1}
+        assert snap.oldest_pending[GPU] > 86400
+    finally:
+        await kube.close()
