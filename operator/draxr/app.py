@@ -156,10 +156,10 @@ class Operator:  # implements handlers.Sink
             self.scheduler.cluster_changed()
         self.mapping_status.nudge()
 
-    def cluster_snapshot(self) -> cluster_metrics.Snapshot:
-        """For the scrape-time metrics (metrics.CLUSTER), on this operator's event loop."""
+    def cluster_snapshot(self) -> cluster_metrics.Steps:
+        """For the scrape-time metrics (metrics.CLUSTER), run on this operator's event loop."""
         pending = (self.state.pods.get(uid) for uid in self.scheduler.queue.uids())
-        return cluster_metrics.snapshot(
+        return cluster_metrics.steps(
             self.state,
             (p for p in pending if p is not None),
             gc.own_schedulers(self.settings.scheduler_name, self.settings.adopt_unschedulable),

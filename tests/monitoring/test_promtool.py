@@ -25,7 +25,7 @@ import yaml
 from prometheus_client import REGISTRY, generate_latest
 
 from draxr import metrics
-from draxr.cluster_metrics import Snapshot
+from draxr.cluster_metrics import Snapshot, Steps
 from draxr_dev.devcluster.binaries import REPO_ROOT, ensure_promtool
 
 COMPONENT = REPO_ROOT / "manifests" / "components" / "monitoring"
@@ -225,7 +225,8 @@ def test_exposition_passes_promtool_check_metrics(promtool: Path, tmp_path: Path
         orphans={"pod-gone": 0, "pod-finished": 0},
     )
 
-    def source() -> Snapshot:
+    def source() -> Steps:
+        yield
         return snap
 
     async def exposition() -> bytes:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from draxr.cluster_metrics import ClusterCollector, Snapshot, snapshot
+from draxr.cluster_metrics import ClusterCollector, Snapshot, Steps, run_steps, snapshot
 from draxr.core.state import ClusterState, PodInfo
 
 from .cluster_builders import GPU, allocation, cluster, node, pod, special_claim
@@ -91,7 +91,8 @@ def test_exposition_and_detached_collector() -> None:
         orphans={"pod-gone": 1, "pod-finished": 0},
     )
 
-    def source() -> Snapshot:
+    def source() -> Steps:
+        yield
         return snap
 
     async def attached() -> str:
@@ -117,8 +118,9 @@ def test_scrape_from_another_thread_runs_on_the_loop_and_is_cached() -> None:
     collector = ClusterCollector(min_interval=60, timeout=5)
     threads: list[int] = []
 
-    def source() -> Snapshot:
+    def source() -> Steps:
         threads.append(threading.get_ident())
+        yield
         return Snapshot(pending={GPU: len(threads)})
 
     async def main() -> tuple[Snapshot | None, Snapshot | None]:
@@ -140,12 +142,54 @@ def test_a_wedged_loop_yields_nothing_within_the_timeout() -> None:
     collector = ClusterCollector(min_interval=0, timeout=0.2)
     loop = asyncio.new_event_loop()  # never run: nobody answers
     try:
-        collector._source, collector._loop, collector._thread = (lambda: Snapshot()), loop, -1
+        collector._source, collector._loop, collector._thread = _nothing, loop, -1
         assert collector.read() is None
         assert collector.computed == 0
     finally:
         loop.close()
     assert collector.read() is None  # closed loop: nothing either
+
+
+def _nothing() -> Steps:
+    yield
+    return Snapshot()
+
+
+def test_a_long_computation_hands_the_loop_back() -> None:
+    """Scraped from another thread, the computation pauses every ``turn`` seconds: other work of the
+    loop (watch events, the lease renewal, the webhook) runs in between."""
+    import time
+
+    collector = ClusterCollector(min_interval=0, timeout=10, turn=0.01)
+    ticks: list[int] = []
+
+    def source() -> Steps:
+        for step in range(20):
+            time.sleep(0.005)  # a node's worth of CEL
+            ticks.append(-step)
+            yield
+        return Snapshot(pending={GPU: 20})
+
+    async def main() -> Snapshot | None:
+        collector.attach(source, asyncio.get_running_loop())
+
+        async def other_work() -> None:
+            for i in range(1, 1000):
+                ticks.append(i)
+                await asyncio.sleep(0)
+
+        worker = asyncio.create_task(other_work())
+        try:
+            return await asyncio.to_thread(collector.read)
+        finally:
+            worker.cancel()
+
+    snap = asyncio.run(main())
+    assert snap is not None
+    assert snap.pending == {GPU: 20}
+    steps_seen = [i for i, t in enumerate(ticks) if t <= 0]
+    first, last = steps_seen[0], steps_seen[-1]
+    assert any(t > 0 for t in ticks[first:last]), "the loop ran nothing else during the computation"
 
 
 @pytest.mark.parametrize("created", ["", "not a time"])
@@ -183,7 +227,7 @@ async def test_operator_wiring_leader_gauge_and_snapshot() -> None:
 
         op.pod_upserted(pod("waits", gpus=1, scheduler="unit-sched", created="2020-01-01T00:00:00Z"))
         op.pod_upserted(pod("elsewhere", gpus=1, scheduler="other", created="2020-01-01T00:00:00Z"))
-        snap = op.cluster_snapshot()
+        snap = run_steps(op.cluster_snapshot())
         assert snap.pending == {GPU: 1}
         assert snap.oldest_pending[GPU] > 86400
     finally:
