@@ -240,3 +240,8 @@ def test_exposition_passes_promtool_check_metrics(promtool: Path, tmp_path: Path
     assert b'draxr_extended_resource_free_devices{resource="example.com/gpu",served_by="DRA"} 6.0' in text
     out = subprocess.run([str(promtool), "check", "metrics"], input=text, capture_output=True, timeout=60, check=False)
     assert out.returncode == 0, (out.stdout + out.stderr).decode()
+    # The lint can fail: a counter without _total.
+    bad = b"# HELP draxr_bad x\n# TYPE draxr_bad counter\ndraxr_bad 1\n"
+    out = subprocess.run([str(promtool), "check", "metrics"], input=bad, capture_output=True, timeout=60, check=False)
+    assert out.returncode != 0
+    assert b"_total" in out.stdout + out.stderr
