@@ -8,6 +8,7 @@ operator's registry for its webhook certificate.
   follows a pod that takes devices; a pod that cannot fit shows in
   ``draxr_pending_pods_by_resource`` / ``draxr_oldest_pending_pod_age_seconds`` and leaves them
   when deleted; ``draxr_orphaned_special_claims`` is exposed (its cases: tests/unit);
+  all of it read over HTTP, i.e. computed on the operator's loop for the server's thread;
 * ``draxr_webhook_certificate_expiration_timestamp_seconds`` is the served certificate's notAfter.
 """
 
@@ -110,8 +111,8 @@ async def test_leader_capacity_and_pending_metrics_on_two_replicas(
         for d in replicas.values():  # the standby knows the pending pods too
             await d.until(lambda d=d: pending(d), timeout=60)
         samples = await scrape(replicas[leader]) or {}
-        for reason in ("pod-gone", "pod-finished"):
-            assert value(samples, "draxr_orphaned_special_claims", reason=reason) == 0.0, reason
+        for reason in ("pod-gone", "pod-finished"):  # (other tests' claims may count: exposed is the point)
+            assert value(samples, "draxr_orphaned_special_claims", reason=reason) is not None, reason
         await kube.delete(PODS, "too-big", namespace)
 
         async def none_pending() -> bool:
@@ -121,7 +122,7 @@ async def test_leader_capacity_and_pending_metrics_on_two_replicas(
         await replicas[leader].until(none_pending, timeout=30)
 
         # The leader goes: the standby's gauge turns 1.
-        replicas[leader].stop()
+        await asyncio.to_thread(replicas[leader].stop)
 
         async def standby_leads() -> bool:
             samples = await scrape(replicas[standby]) or {}
@@ -130,7 +131,7 @@ async def test_leader_capacity_and_pending_metrics_on_two_replicas(
         await replicas[standby].until(standby_leads, timeout=60)
     finally:
         for d in replicas.values():
-            d.stop()
+            await asyncio.to_thread(d.stop)
 
 
 async def test_webhook_certificate_expiry_is_the_served_certificates(webhook_ready: Operator, kube: Kube) -> None:
