@@ -53,8 +53,8 @@ async def scrape(d: Draxr) -> Samples | None:
         return None
 
 
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
+def value(samples: Samples, metric: str, /, **labels: str) -> float | None:
+    return samples.get((metric, tuple(sorted(labels.items()))))
 
 
 async def test_leader_capacity_and_pending_metrics_on_two_replicas(
