@@ -222,7 +222,7 @@ def test_monitoring_renders_the_component(kustomized: dict[ObjKey, Obj]) -> None
     got = by_key(render(*MONITORING, "namespace.create=true"))
     assert_same(got, want)
     rule = only(list(got.values()), "PrometheusRule", "draxr")
-    texts = yaml.safe_dump(rule)
+    texts = json.dumps(rule)
     assert "{{ $labels.resource }}" in texts
     assert "`" not in texts
     dashboard = only(list(got.values()), "ConfigMap", "draxr-dashboard")
