@@ -7,31 +7,49 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
-# clone starts at once. Anything that is not a path under tests/unit (another path, -k, a node id
-# elsewhere) counts as needing the control plane; no argument at all means the whole suite.
-needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_image=1
+# clone starts at once. Anything that is not a path under tests/unit or tests/monitoring (which needs
+# promtool only) counts as needing the control plane (another path, -k, a node id elsewhere); no
+# argument at all means the whole suite.
+needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_promtool=1 needs_image=1
 if [ $# -gt 0 ]; then
-  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_image=0
+  needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_promtool=0 needs_image=0
   for arg in "$@"; do
     case "$arg" in
-      -*|tests/unit|tests/unit/*) ;;
+      -*|tests/unit|tests/unit/*|tests/monitoring|tests/monitoring/*) ;;
       *) needs_cp=1 ;;
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
     case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
     case "$arg" in tests|tests/|tests/differential*) needs_diff=1 ;; esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*) needs_helm=1 ;; esac
+    case "$arg" in tests|tests/|tests/monitoring*) needs_promtool=1 ;; esac
     case "$arg" in tests|tests/|tests/image*) needs_image=1 ;; esac
   done
 fi
-if [ "$needs_image" = 1 ]; then
-  # draxr's image (tests/image), started first and in the background: cold, it is mostly downloads
-  # and unpacking (debootstrap of the base), which overlap the Go builds below. Waited for before pytest.
-  image_out=$(mktemp) image_err=$(mktemp)
-  bash hack/build-image.sh >"$image_out" 2>"$image_err" &
-  image_pid=$!
-  trap 'kill "$image_pid" 2>/dev/null || true' EXIT  # a failed Go build ends the run: do not leave it behind
-fi
+# Started first and in the background, waited for before pytest: draxr's image (tests/image; cold it
+# is mostly downloads and unpacking, debootstrap of the base) and promtool (tests/monitoring; cold,
+# about 1 GB of modules to download). Both overlap the control plane's Go builds below.
+background=()
+start_bg() {  # start_bg NAME SCRIPT: its stdout and stderr kept for finish_bg
+  bash "$2" >"$bg_dir/$1.out" 2>"$bg_dir/$1.err" &
+  eval "bg_pid_$1=$!"
+  background+=("$!")
+}
+finish_bg() {  # finish_bg NAME: waits (not in a subshell: wait needs its parent), shows its log, sets bg_result
+  local pid rc=0
+  eval "pid=\$bg_pid_$1"
+  wait "$pid" || rc=$?
+  cat "$bg_dir/$1.err" >&2
+  if [ "$rc" != 0 ]; then
+    echo "[test] building $1 failed ($rc)" >&2
+    exit 1
+  fi
+  bg_result=$(tail -n 1 "$bg_dir/$1.out")
+}
+bg_dir=$(mktemp -d)
+trap 'kill "${background[@]}" 2>/dev/null || true; rm -rf "$bg_dir"' EXIT  # a failed build ends the run
+if [ "$needs_image" = 1 ]; then start_bg image hack/build-image.sh; fi
+if [ "$needs_promtool" = 1 ]; then start_bg promtool hack/build-promtool.sh; fi
 if [ "$needs_cp" = 1 ]; then
   DRAXR_BIN_DIR=$(bash hack/build-control-plane.sh | tail -n 1)
   export DRAXR_BIN_DIR
@@ -59,19 +77,20 @@ if [ "$needs_helm" = 1 ]; then
   export DRAXR_HELM
   echo "[test] helm: $DRAXR_HELM" >&2
 fi
+if [ "$needs_promtool" = 1 ]; then
+  # promtool (tests/monitoring: `promtool test rules` for every alert, `promtool check rules` for
+  # the alerts and every PromQL expression of the Grafana dashboard).
+  finish_bg promtool
+  DRAXR_PROMTOOL=$bg_result
+  export DRAXR_PROMTOOL
+  echo "[test] promtool: $DRAXR_PROMTOOL" >&2
+fi
 if [ "$needs_image" = 1 ]; then
   # The Dockerfile built by buildah on a local debootstrap base, as an OCI archive; the base is
   # cached, so a warm run only rebuilds the image when its inputs changed.
-  image_rc=0
-  wait "$image_pid" || image_rc=$?
-  cat "$image_err" >&2
-  if [ "$image_rc" != 0 ]; then
-    echo "[test] hack/build-image.sh failed ($image_rc)" >&2
-    exit 1
-  fi
-  DRAXR_IMAGE_ARCHIVE=$(tail -n 1 "$image_out")
+  finish_bg image
+  DRAXR_IMAGE_ARCHIVE=$bg_result
   export DRAXR_IMAGE_ARCHIVE
-  rm -f "$image_out" "$image_err"
   echo "[test] image: $DRAXR_IMAGE_ARCHIVE" >&2
 fi
 if [ "$needs_135" = 1 ]; then

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from prometheus_client import start_http_server
 
-from draxr import logs
+from draxr import cluster_metrics, logs, metrics
 from draxr.core import gc, mappings_crd
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
@@ -69,6 +69,9 @@ class Operator:  # implements handlers.Sink
         self._release_wake = asyncio.Event()
         self.release_plan = gc.ReleasePlan(settings.release_policy)
         self.leading = False
+        metrics.LEADER.labels(name=settings.leader_election_lease_name or settings.scheduler_name).set_function(
+            lambda: 1.0 if self.leading else 0.0
+        )
         # Watches hold their connections for minutes: their own client, so that they never take
         # the slots of the binding writes.
         self.watch_kube = Kube(client.ApiClient(cfg))
@@ -152,6 +155,16 @@ class Operator:  # implements handlers.Sink
             self.state.set_overrides(overrides)
             self.scheduler.cluster_changed()
         self.mapping_status.nudge()
+
+    def cluster_snapshot(self) -> cluster_metrics.Steps:
+        """For the scrape-time metrics (metrics.CLUSTER), run on this operator's event loop."""
+        pending = (self.state.pods.get(uid) for uid in self.scheduler.queue.uids())
+        return cluster_metrics.steps(
+            self.state,
+            (p for p in pending if p is not None),
+            gc.own_schedulers(self.settings.scheduler_name, self.settings.adopt_unschedulable),
+            features=self.scheduler.features,
+        )
 
     # ---- start-up ---------------------------------------------------------------------------------
     async def initial_sync(self) -> None:
@@ -278,6 +291,7 @@ class Operator:  # implements handlers.Sink
                 if supervisor.done():
                     supervisor.result()  # raises why
                 return
+            metrics.CLUSTER.attach(self.cluster_snapshot, asyncio.get_running_loop())
             if s.metrics_port:
                 start_http_server(s.metrics_port, addr=s.bind_address)
             leading = asyncio.create_task(elector.run(self.lead) if elector else self.lead(), name="leadership")
@@ -294,6 +308,7 @@ class Operator:  # implements handlers.Sink
             if supervisor in done:
                 supervisor.result()  # raises Unhealthy with the reason
         finally:
+            metrics.CLUSTER.detach(self.cluster_snapshot)
             stop.set()
             running = [stopper, supervisor, syncing, *tasks.values(), *([leading] if leading else [])]
             for task in running:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+from draxr.cluster_metrics import ClusterCollector
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -62,3 +64,20 @@ EVENT_LOOP_LAG = Histogram(
 SCHEDULER_YIELDS = Counter(
     "draxr_scheduler_yields_total", "Times the scheduling loop handed the event loop back after its time budget"
 )
+
+# ---- what the alerts of manifests/components/monitoring need --------------------------------------
+LEADER = Gauge(
+    "draxr_leader_election_master_status",
+    "1 on the replica that leads (holds the Lease and runs the leader's duties), 0 on the others "
+    "(client-go's leader_election_master_status)",
+    ["name"],
+)
+WEBHOOK_CERT_EXPIRY = Gauge(
+    "draxr_webhook_certificate_expiration_timestamp_seconds",
+    "Expiry (notAfter, unix seconds) of the webhook serving certificate this replica serves, by Secret",
+    ["secret"],
+)
+# Capacity per extended resource, pending pods per resource, orphaned special claims: computed from
+# the state when scraped (draxr.cluster_metrics); the operator attaches itself.
+CLUSTER = ClusterCollector()
+REGISTRY.register(CLUSTER)

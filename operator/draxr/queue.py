@@ -113,6 +113,10 @@ class SchedulingQueue:
         self._place(uid, entry, self.clock())
         self._wake.set()
 
+    def uids(self) -> list[str]:
+        """Every pod in the queue: waiting, backing off, parked or being bound."""
+        return list(self._entries)
+
     def known(self, uid: str) -> bool:
         return uid in self._entries
 

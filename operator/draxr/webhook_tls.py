@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from draxr import logs
+from draxr import logs, metrics
 from draxr.core import certs
 from draxr.kube import JSON_PATCH, ApiException, Kube, Resource
 from draxr.loops import GuardedLoop, sleeper
@@ -38,6 +38,7 @@ class CertKeeper:
         self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self.loaded = asyncio.Event()  # a certificate is in self.ssl: the server may start
         self._serving: bytes = b""
+        self._expiry = 0.0  # notAfter of the served certificate, unix seconds
         # The server's thread owns the context once it serves: loads are handed to it, so that no
         # handshake ever runs concurrently with a certificate change.
         self.run_in_server: Callable[[Callable[[], None]], None] = lambda load: load()
@@ -59,15 +60,21 @@ class CertKeeper:
 
     def _load(self, tls_crt: bytes, tls_key: bytes) -> None:
         if tls_crt == self._serving:
+            self._publish_expiry()  # (again at every check: cheap, and current whoever set it last)
             return
         self.run_in_server(lambda: _load_chain(self.ssl, tls_crt, tls_key))
         first = not self._serving
         self._serving = tls_crt
+        self._expiry = certs.not_after(tls_crt).timestamp()
+        self._publish_expiry()
         self.loaded.set()
         log.info(
             "webhook serving certificate loaded" if first else "webhook serving certificate reloaded",
             not_after=certs.not_after(tls_crt).isoformat(),
         )
+
+    def _publish_expiry(self) -> None:
+        metrics.WEBHOOK_CERT_EXPIRY.labels(secret=self.settings.webhook_secret_name).set(self._expiry)
 
     async def reload_once(self) -> None:
         """Only tls.crt and tls.key are needed here, so a Secret written by cert-manager works too."""

@@ -1,12 +1,15 @@
 """The generated part of the Helm chart (manifests/helm/draxr): its CRDs and every object of
 manifests/ except the Deployment, taken from ``kubectl kustomize manifests/`` (and the cert-manager
-component) so that RBAC rules, CRDs and webhook objects have one source of truth.
+and monitoring components) so that RBAC rules, CRDs, webhook objects, alerts and the dashboard
+have one source of truth.
 
 Each source file of manifests/ becomes one template of the same name; only the fields the chart's
 values drive are replaced by template expressions (see ``_wire``), the release namespace replaces
 ``draxr-system``, and everything else is the rendered object as it is. The Deployment
-(templates/deployment.yaml) and the ServiceMonitor are written by hand: the tests render the chart
-and compare it object by object with kustomize's output, and fail when a generated file is stale.
+(templates/deployment.yaml) is written by hand: the tests render the chart and compare it object by
+object with kustomize's output, and fail when a generated file is stale. Text that looks like a
+template action (``{{ $labels.pod }}`` in an alert, ``{{queue}}`` in a dashboard legend) is
+escaped, so that Helm renders it as it is.
 
     python -m draxr_dev.helmchart [--check] [--kubectl PATH]   (or hack/gen-helm-chart.sh)
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import re
 import subprocess
@@ -32,6 +36,8 @@ MANIFESTS = REPO_ROOT / "manifests"
 CRDS = REPO_ROOT / "crds"
 CHART = MANIFESTS / "helm" / "draxr"
 CERT_MANAGER = MANIFESTS / "components" / "cert-manager"
+MONITORING = MANIFESTS / "components" / "monitoring"
+DASHBOARD = ("ConfigMap", "draxr-dashboard")  # from the monitoring component's configMapGenerator
 NAMESPACE = "draxr-system"
 RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 # Objects of manifests/ that the chart writes by hand (their values are many; the tests compare them).
@@ -45,6 +51,15 @@ FILE_CONDITIONS = {
     "webhook.yaml": ".Values.webhook.enabled",
     "webhook-rbac.yaml": ".Values.webhook.enabled",
     "cert-manager.yaml": "and .Values.webhook.enabled .Values.certManager.enabled",
+    "servicemonitor.yaml": ".Values.metrics.serviceMonitor.enabled",
+    "prometheusrule.yaml": ".Values.metrics.prometheusRule.enabled",
+    "dashboard.yaml": ".Values.metrics.dashboard.enabled",
+}
+# Objects whose labels the values extend (for prometheus-operator's selectors, Grafana's sidecar).
+EXTRA_LABELS = {
+    ("ServiceMonitor", "draxr"): ".Values.metrics.serviceMonitor.labels",
+    ("PrometheusRule", "draxr"): ".Values.metrics.prometheusRule.labels",
+    DASHBOARD: ".Values.metrics.dashboard.labels",
 }
 
 Obj = dict[str, Any]
@@ -98,32 +113,56 @@ def rendered_base(kubectl: Path) -> list[Obj]:
     return kustomize(kubectl, MANIFESTS)
 
 
-def rendered_cert_manager(kubectl: Path) -> list[Obj]:
-    """manifests/ with the cert-manager component, as an overlay would use it."""
+def rendered_with(kubectl: Path, *components: Path) -> list[Obj]:
+    """manifests/ with these components, as an overlay would use them."""
     with tempfile.TemporaryDirectory(prefix="draxr-helm-") as tmp:
         overlay = Path(tmp)
         base = os.path.relpath(MANIFESTS, overlay)
-        (overlay / "kustomization.yaml").write_text(
-            f"resources: [{base}]\ncomponents: [{base}/components/cert-manager]\n"
-        )
+        listed = ", ".join(os.path.relpath(c, overlay) for c in components)
+        (overlay / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{listed}]\n")
         return kustomize(kubectl, overlay)
+
+
+def rendered_cert_manager(kubectl: Path) -> list[Obj]:
+    """manifests/ with the cert-manager component."""
+    return rendered_with(kubectl, CERT_MANAGER)
+
+
+def rendered_monitoring(kubectl: Path) -> list[Obj]:
+    """manifests/ with the monitoring component (ServiceMonitor, PrometheusRule, dashboard)."""
+    return rendered_with(kubectl, MONITORING)
 
 
 def _sources() -> dict[Key, str]:
     """Which file of manifests/ (or the cert-manager component) each object comes from."""
     out: dict[Key, str] = {}
-    for path in [*sorted(MANIFESTS.glob("*.yaml")), *sorted(CERT_MANAGER.glob("*.yaml"))]:
+    for path in [
+        *sorted(MANIFESTS.glob("*.yaml")),
+        *sorted(CERT_MANAGER.glob("*.yaml")),
+        *sorted(MONITORING.glob("*.yaml")),
+    ]:
         if path.name == "kustomization.yaml":
             continue
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 out[key(doc)] = str(path.relative_to(REPO_ROOT))
+    out[DASHBOARD] = str((MONITORING / "dashboards" / "draxr.json").relative_to(REPO_ROOT))
     return out
 
 
 def _wire(obj: Obj, cert_manager: Obj | None) -> Obj:
     """Replace the fields the chart's values drive (the values' defaults are the manifests' own)."""
     kind, name = key(obj)
+    if key(obj) in EXTRA_LABELS:
+        pairs = " ".join(f"{json.dumps(k)} {json.dumps(v)}" for k, v in obj["metadata"]["labels"].items())
+        obj["metadata"]["labels"] = Block(f"(merge (deepCopy {EXTRA_LABELS[key(obj)]}) (dict {pairs}))")
+    if kind == "ServiceMonitor":
+        [endpoint] = obj["spec"]["endpoints"]
+        endpoint["interval"] = Raw(".Values.metrics.serviceMonitor.interval")
+        assert "scrapeTimeout" not in endpoint, "the component's ServiceMonitor sets scrapeTimeout now"
+        endpoint["scrapeTimeout"] = Cond(
+            ".Values.metrics.serviceMonitor.scrapeTimeout", Raw(".Values.metrics.serviceMonitor.scrapeTimeout")
+        )
     if kind == "Service" and name == "draxr-metrics":
         [port] = obj["spec"]["ports"]
         port["port"] = Raw(".Values.metrics.port")
@@ -163,7 +202,33 @@ def _cert_manager_diff(base: list[Obj], with_cm: list[Obj]) -> tuple[list[Obj], 
     return added, hook
 
 
+def _no_changes(base: list[Obj], with_component: list[Obj], component: str) -> list[Obj]:
+    """The component's own objects; it must not change any object of the base."""
+    by_key = {key(o): o for o in base}
+    changed = sorted(key(o) for o in with_component if key(o) in by_key and o != by_key[key(o)])
+    if changed:
+        raise RuntimeError(f"the {component} component changes {changed}: teach draxr_dev.helmchart")
+    return [o for o in with_component if key(o) not in by_key]
+
+
 _TOKEN = re.compile(r"__HELM_(\d+)__")
+_ACTION = re.compile(r"\{\{|\}\}")
+
+
+def _escape(line: str) -> str:
+    """Template delimiters in the objects' own text, as Go template raw strings: rendered as they are."""
+    return _ACTION.sub(lambda m: "{{`" + m.group(0) + "`}}", line)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (alert expressions, the dashboard's JSON) as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
 
 
 def _dump(obj: Any, indent: int) -> str:
@@ -180,12 +245,12 @@ def _dump(obj: Any, indent: int) -> str:
             return [strip(v) for v in o]
         return o
 
-    text = yaml.safe_dump(strip(obj), sort_keys=False, width=10_000, default_flow_style=False)
+    text = yaml.dump(strip(obj), Dumper=_Dumper, sort_keys=False, width=10_000, default_flow_style=False)
     out: list[str] = []
     for line in text.splitlines():
         m = _TOKEN.search(line)
         if m is None:
-            out.append(" " * indent + line)
+            out.append(" " * indent + _escape(line))
             continue
         s = sentinels[int(m.group(1))]
         if isinstance(s, Raw):
@@ -199,6 +264,11 @@ def _dump(obj: Any, indent: int) -> str:
             out.append(f"{' ' * pad}{dash}{name}:" + " {{- toYaml " + s.expr + f" | nindent {inner} }}}}")
             continue
         assert not dash, f"a Cond cannot start a list item: {line!r}"
+        if isinstance(s.value, Raw) and s.otherwise is None:  # a scalar: on the key's line
+            out.append(f"{' ' * pad}{{{{- if {s.cond} }}}}")
+            out.append(f"{' ' * pad}{name}: {{{{ {s.value.expr} }}}}")
+            out.append(f"{' ' * pad}{{{{- end }}}}")
+            continue
         out.append(f"{' ' * pad}{{{{- if {s.cond} }}}}")
         out.append(f"{' ' * pad}{name}:\n{_dump(s.value, inner)}")
         if s.otherwise is not None:
@@ -220,6 +290,7 @@ def generate(kubectl: Path) -> dict[str, str]:
     """The generated files, by path relative to the chart."""
     base = rendered_base(kubectl)
     added, hook = _cert_manager_diff(base, rendered_cert_manager(kubectl))
+    added += _no_changes(base, rendered_monitoring(kubectl), "monitoring")
     sources = _sources()
     files: dict[str, str] = {}
     grouped: dict[str, list[Obj]] = {}
@@ -240,7 +311,12 @@ def generate(kubectl: Path) -> dict[str, str]:
     for obj in added:
         grouped.setdefault(sources[key(obj)], []).append(_wire(obj, None))
     for source, objs in grouped.items():
-        name = "cert-manager.yaml" if source.startswith("manifests/components/cert-manager/") else Path(source).name
+        if source.startswith("manifests/components/cert-manager/"):
+            name = "cert-manager.yaml"
+        elif source.endswith(".json"):
+            name = "dashboard.yaml"  # the monitoring component's generated ConfigMap
+        else:
+            name = Path(source).name
         if f"templates/{name}" in files:
             raise RuntimeError(f"two sources for templates/{name}")
         files[f"templates/{name}"] = _template(source, objs, FILE_CONDITIONS.get(name))

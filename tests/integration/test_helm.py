@@ -152,6 +152,9 @@ def test_generated_files_are_fresh(tmp_path: Path) -> None:
         "templates/webhook.yaml",
         "templates/webhook-rbac.yaml",
         "templates/cert-manager.yaml",
+        "templates/servicemonitor.yaml",
+        "templates/prometheusrule.yaml",
+        "templates/dashboard.yaml",
     } <= generated
     assert "templates/deployment.yaml" not in generated
 
@@ -198,11 +201,44 @@ def test_cert_manager_renders_the_component(kustomized: dict[ObjKey, Obj]) -> No
     assert_same(got, want)
 
 
+MONITORING = (
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+)
+
+
+def test_monitoring_renders_the_component(kustomized: dict[ObjKey, Obj]) -> None:
+    """metrics.serviceMonitor/prometheusRule/dashboard render what manifests/ with
+    components/monitoring renders: the alerts' and the dashboard's own template text
+    (``{{ $labels.resource }}``, ``{{queue}}``) comes out as it is."""
+    want = by_key(helmchart.rendered_monitoring(kubectl_bin()))
+    added = {k[1:] for k in set(want) - set(kustomized)}
+    assert added == {
+        ("ServiceMonitor", NAMESPACE, "draxr"),
+        ("PrometheusRule", NAMESPACE, "draxr"),
+        ("ConfigMap", NAMESPACE, "draxr-dashboard"),
+    }
+    got = by_key(render(*MONITORING, "namespace.create=true"))
+    assert_same(got, want)
+    rule = only(list(got.values()), "PrometheusRule", "draxr")
+    texts = json.dumps(rule)
+    assert "{{ $labels.resource }}" in texts
+    assert "`" not in texts
+    dashboard = only(list(got.values()), "ConfigMap", "draxr-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert '"legendFormat": "{{queue}}"' in dashboard["data"]["draxr.json"]
+    # Each switch renders its own object only.
+    for value, kind in zip(MONITORING, ("ServiceMonitor", "PrometheusRule", "ConfigMap"), strict=True):
+        alone = kinds_names(by_key(render(value))) - kinds_names(kustomized)
+        assert {k for k, _ in alone} == {kind}, (value, alone)
+
+
 def test_lint_is_clean() -> None:
     for values in (
         (),
         ("webhook.enabled=false",),
-        ("certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "namespace.create=true"),
+        ("certManager.enabled=true", *MONITORING, "namespace.create=true"),
         ("leaderElection.enabled=false", "replicas=1"),
     ):
         sets = [a for v in values for a in ("--set", v)]
@@ -245,6 +281,12 @@ def test_values_reach_the_objects() -> None:
         "metrics.port=9090",
         "metrics.serviceMonitor.enabled=true",
         "metrics.serviceMonitor.labels.release=prom",
+        "metrics.serviceMonitor.interval=15s",
+        "metrics.serviceMonitor.scrapeTimeout=10s",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.prometheusRule.labels.release=prom",
+        "metrics.dashboard.enabled=true",
+        "metrics.dashboard.labels.grafana_folder=gpu",
         "resources.limits.memory=2Gi",
         "extraArgs={--scoring,MostAllocated}",
         "extraEnv[0].name=DRAXR_CLIENT_QPS",
@@ -296,8 +338,15 @@ def test_values_reach_the_objects() -> None:
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9090, "protocol": "TCP", "targetPort": "metrics"}]
     monitor = only(objs, "ServiceMonitor", "draxr")
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
-    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/name"] == "draxr"
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+    ]
+    assert "namespaceSelector" not in monitor["spec"]  # its own namespace, the release's
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert only(objs, "PrometheusRule", "draxr")["metadata"]["labels"]["release"] == "prom"
+    dashboard_labels = only(objs, "ConfigMap", "draxr-dashboard")["metadata"]["labels"]
+    assert (dashboard_labels["grafana_dashboard"], dashboard_labels["grafana_folder"]) == ("1", "gpu")
     # Its selector matches the metrics Service.
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
 
@@ -330,10 +379,10 @@ def test_switches_remove_what_they_turn_off() -> None:
     ]
     assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate-pods"}
     # The release's namespace everywhere a namespace is named.
-    other = render("certManager.enabled=true", namespace="gpu-ops")
+    other = render("certManager.enabled=true", *MONITORING, namespace="gpu-ops")
     cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "MutatingWebhookConfiguration")
     namespaced = [o for o in other if o["kind"] not in cluster_scoped]
-    assert len(namespaced) == 10, [o["kind"] for o in namespaced]
+    assert len(namespaced) == 13, [o["kind"] for o in namespaced]
     assert {o["metadata"].get("namespace") for o in namespaced} == {"gpu-ops"}, [
         (o["kind"], o["metadata"].get("namespace")) for o in namespaced
     ]

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
+from prometheus_client import REGISTRY
 
+from draxr import metrics
 from draxr.core import certs
+from draxr.settings import Settings
+from draxr.webhook_tls import CertKeeper
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HOSTS = ["draxr-webhook.draxr-system.svc", "127.0.0.1"]
@@ -144,3 +149,44 @@ def test_cas_made_in_the_same_second_have_distinct_subjects() -> None:
     a, _ = certs.new_ca("x", NOW, CA_LIFE)
     b, _ = certs.new_ca("x", NOW, CA_LIFE)
     assert x509.load_pem_x509_certificate(a).subject != x509.load_pem_x509_certificate(b).subject
+
+
+async def test_served_certificate_expiry_is_exported() -> None:
+    """draxr_webhook_certificate_expiration_timestamp_seconds{secret}: the notAfter of the certificate
+    the replica loaded from the Secret; a renewed one replaces it; set again at every check."""
+
+    class _Secrets:
+        def __init__(self) -> None:
+            self.data: dict[str, str] = {}
+
+        async def get(self, *_: object) -> dict[str, object]:
+            return {"data": self.data}
+
+        def holds(self, pki: certs.Pki) -> None:
+            self.data = {certs.TLS_CRT: _b64(pki.tls_crt), certs.TLS_KEY: _b64(pki.tls_key)}
+
+    def value() -> float | None:
+        return REGISTRY.get_sample_value(
+            "draxr_webhook_certificate_expiration_timestamp_seconds", {"secret": "unit-webhook-tls"}
+        )
+
+    kube = _Secrets()
+    keeper = CertKeeper(kube, Settings(webhook_secret_name="unit-webhook-tls"))  # type: ignore[arg-type]
+    first = fresh()
+    kube.holds(first)
+    await keeper.reload_once()
+    assert value() == (NOW + CERT_LIFE).timestamp()
+    renewed = certs.plan(first, HOSTS, NOW + CERT_LIFE * 0.7, CA_LIFE, CERT_LIFE)
+    assert renewed is not None
+    kube.holds(renewed.pki)
+    await keeper.reload_once()
+    later = certs.not_after(renewed.pki.tls_crt).timestamp()
+    assert later > (NOW + CERT_LIFE).timestamp()
+    assert value() == later
+    metrics.WEBHOOK_CERT_EXPIRY.labels(secret="unit-webhook-tls").set(0)  # another keeper, say
+    await keeper.reload_once()
+    assert value() == later
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

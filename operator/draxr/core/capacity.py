@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +19,16 @@ from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matche
 from draxr.core.mapping import DEVICE_CLASS_PREFIX
 from draxr.core.state import ClusterState, NodeInfo
 
-__all__ = ["DEVICE_PLUGIN", "DRA", "NodeCapacity", "Summary", "cluster_capacity", "dra_capacity", "summarize"]
+__all__ = [
+    "DEVICE_PLUGIN",
+    "DRA",
+    "NodeCapacity",
+    "Summary",
+    "cluster_capacity",
+    "dra_capacity",
+    "iter_cluster_capacity",
+    "summarize",
+]
 
 ServedBy = Literal["DRA", "device plugin"]
 DRA: ServedBy = "DRA"
@@ -82,12 +91,26 @@ def dra_capacity(
 ) -> list[NodeCapacity]:
     """Per node where DRA would serve ``resource_name`` with these classes: matching devices and how
     many are allocated. Nodes without a matching device are left out."""
+    found = _iter_dra(state, resource_name, class_names, selectors, node_selector, features, allocator)
+    return [r for r in found if r is not None]
+
+
+def _iter_dra(
+    state: ClusterState,
+    resource_name: str,
+    class_names: Sequence[str],
+    selectors: Sequence[str],
+    node_selector: Mapping[str, Any] | None,
+    features: Features,
+    allocator: Allocator | None,
+) -> Iterator[NodeCapacity | None]:
+    """dra_capacity's rows, and None for each node looked at without a row (see iter_cluster_capacity)."""
     alloc = allocator or Allocator(state.inventory, state.allocated(), features)
     allocated = alloc.allocated
-    rows: list[NodeCapacity] = []
     for name in sorted(state.nodes):
-        node = state.nodes[name]
-        if resource_name in node.device_plugin_names or not _selects(node_selector, node):
+        node = state.nodes.get(name)  # (a caller that pauses between nodes may see one go)
+        if node is None or resource_name in node.device_plugin_names or not _selects(node_selector, node):
+            yield None
             continue
         devices: dict[tuple[str, str, str], None] = {}
         used: list[str] = []
@@ -97,10 +120,10 @@ def dra_capacity(
                 used.append(cls)
             devices.update(dict.fromkeys(found))
         if not devices:
+            yield None
             continue
         taken = sum(1 for d in devices if allocated.is_device_allocated(d))
-        rows.append(NodeCapacity(resource_name, name, DRA, len(devices), taken, tuple(used)))
-    return rows
+        yield NodeCapacity(resource_name, name, DRA, len(devices), taken, tuple(used))
 
 
 def device_plugin_capacity(state: ClusterState, resource_name: str) -> list[NodeCapacity]:
@@ -125,6 +148,20 @@ def cluster_capacity(
     """Rows for ``names`` (default: every mapped name, from CRs and DeviceClasses, plus every
     extended resource some node advertises; implicit `deviceclass.resource.kubernetes.io/` names
     only with ``include_implicit``), sorted by name, then DRA before device plugin, then node."""
+    found = iter_cluster_capacity(state, names, include_implicit=include_implicit, features=features)
+    return [r for r in found if r is not None]
+
+
+def iter_cluster_capacity(
+    state: ClusterState,
+    names: Iterable[str] | None = None,
+    *,
+    include_implicit: bool = False,
+    features: Features = DEFAULT_FEATURES,
+) -> Iterator[NodeCapacity | None]:
+    """cluster_capacity's rows one by one, with a None for every node looked at that has no row of
+    that name: a caller may pause at any item (the shell's scrape-time metrics hand the event loop
+    back between nodes; a cold class-match cache costs a CEL evaluation per device)."""
     if names is None:
         wanted = {n for n in state.mapping.names if include_implicit or not n.startswith(DEVICE_CLASS_PREFIX)}
         for node in state.nodes.values():
@@ -132,13 +169,9 @@ def cluster_capacity(
     else:
         wanted = set(names)
     alloc = Allocator(state.inventory, state.allocated(), features)
-    rows: list[NodeCapacity] = []
     for name in sorted(wanted):
         resolved = state.mapping.lookup(name)
         if resolved is not None:
             selectors = [str(s) for s in resolved.selectors] if resolved.source == "override" else []
-            rows.extend(
-                dra_capacity(state, name, resolved.class_names, selectors, resolved.node_selector, allocator=alloc)
-            )
-        rows.extend(device_plugin_capacity(state, name))
-    return rows
+            yield from _iter_dra(state, name, resolved.class_names, selectors, resolved.node_selector, features, alloc)
+        yield from device_plugin_capacity(state, name)

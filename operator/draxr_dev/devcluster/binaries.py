@@ -72,26 +72,37 @@ def ensure_node_binaries() -> Path:
     return out
 
 
+PROMTOOL_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-promtool.sh"
 HELM_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-helm.sh"
+
+
+def ensure_promtool() -> Path:
+    """Prometheus' promtool (hack/build-promtool.sh, from the Go module proxy), built first when the
+    cache is cold; ``DRAXR_PROMTOOL`` names a ready one (hack/test.sh sets it)."""
+    return _ensure_tool("promtool", "DRAXR_PROMTOOL", PROMTOOL_BUILD_SCRIPT)
+
+
+def _ensure_tool(name: str, variable: str, script: Path) -> Path:
+    preset = os.environ.get(variable)
+    if preset:
+        out = Path(preset)
+    else:
+        print(f"[draxr] ensuring {name} via {script}", file=sys.__stderr__, flush=True)
+        proc = subprocess.run(
+            ["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"building {name} failed (exit {proc.returncode}); see the log above")
+        out = Path(proc.stdout.strip().splitlines()[-1])
+    if not out.is_file():
+        raise RuntimeError(f"{name} missing at {out}")
+    return out
 
 
 def ensure_helm() -> Path:
     """The helm binary (hack/build-helm.sh, from the Go module proxy), built first when the cache is
     cold; ``DRAXR_HELM`` names a ready one (hack/test.sh sets it)."""
-    preset = os.environ.get("DRAXR_HELM")
-    if preset:
-        out = Path(preset)
-    else:
-        print(f"[draxr] ensuring helm via {HELM_BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
-        proc = subprocess.run(
-            ["bash", str(HELM_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"building helm failed (exit {proc.returncode}); see the log above")
-        out = Path(proc.stdout.strip().splitlines()[-1])
-    if not out.is_file():
-        raise RuntimeError(f"helm missing at {out}")
-    return out
+    return _ensure_tool("helm", "DRAXR_HELM", HELM_BUILD_SCRIPT)
 
 
 IMAGE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-image.sh"
