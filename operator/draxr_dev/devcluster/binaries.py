@@ -112,17 +112,7 @@ def ensure_image() -> Path:
     """draxr's image as an OCI archive (hack/build-image.sh: the Dockerfile built by buildah on a local
     debootstrap base), built first when it is missing or stale; ``DRAXR_IMAGE_ARCHIVE`` names a ready
     one (hack/test.sh sets it). ``<archive>.json`` beside it holds the reference and the sizes."""
-    preset = os.environ.get("DRAXR_IMAGE_ARCHIVE")
-    if preset:
-        out = Path(preset)
-    else:
-        print(f"[draxr] ensuring the image via {IMAGE_BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
-        proc = subprocess.run(
-            ["bash", str(IMAGE_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"building the image failed (exit {proc.returncode}); see the log above")
-        out = Path(proc.stdout.strip().splitlines()[-1])
-    if not out.is_file() or not out.with_name(out.name + ".json").is_file():
-        raise RuntimeError(f"image archive (or its .json) missing at {out}")
+    out = _ensure_tool("the image", "DRAXR_IMAGE_ARCHIVE", IMAGE_BUILD_SCRIPT)
+    if not out.with_name(out.name + ".json").is_file():
+        raise RuntimeError(f"image archive's .json missing beside {out}")
     return out
