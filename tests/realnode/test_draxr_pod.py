@@ -396,7 +396,8 @@ async def installed(
             out = await asyncio.to_thread(
                 helm, home, "uninstall", "draxr", "--namespace", NAMESPACE, "--wait", kubeconfig=cp.kubeconfig
             )
-            assert out.returncode == 0, out.stdout + out.stderr
+            # (a failed install may have left no release: then there is nothing to uninstall)
+            assert out.returncode == 0 or "not found" in out.stderr, out.stdout + out.stderr
         else:
             rendered = await asyncio.to_thread(_kubectl, cp, "kustomize", str(directory))
             await asyncio.to_thread(
@@ -575,6 +576,21 @@ def _http_status(port: int, path: str) -> int:
 LEADER_METRIC = 'draxr_leader_election_master_status{name="draxr"}'
 
 
+def probes_run(cp: ControlPlane, node: RealNode, pod: str) -> dict[tuple[str, str], float]:
+    """kubelet's own count of the probes it ran for the pod's container: (type, result) -> count,
+    from its /metrics/probes (through the API server's node proxy, which reaches it on loopback)."""
+    out = manifests.kubectl(cp, "get", "--raw", f"/api/v1/nodes/{node.name}/proxy/metrics/probes")
+    assert out.returncode == 0, out.stderr
+    counts: dict[tuple[str, str], float] = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("prober_probe_total{") and f'pod="{pod}"' in line and 'container="draxr"' in line:
+            labels, _, value = line.rpartition(" ")
+            kind = labels.split('probe_type="')[1].split('"')[0]
+            result = labels.split('result="')[1].split('"')[0]
+            counts[(kind, result)] = counts.get((kind, result), 0) + float(value)
+    return counts
+
+
 # ---- the scenario -------------------------------------------------------------------------------
 
 
@@ -724,6 +740,11 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
         return values == {leader: 0.0, standby: 1.0}
 
     await eventually(gauges_swapped, timeout=30)
+    # kubelet ran both exec probes of both pods, and they passed (the liveness probe every 10 s).
+    for n in names.values():
+        counts = await asyncio.to_thread(probes_run, cp, real_node, n)
+        assert counts.get(("Liveness", "successful"), 0) >= 1, (n, counts)
+        assert counts.get(("Readiness", "successful"), 0) >= 1, (n, counts)
 
     # 7. The logs say the same, and nothing was refused: the ServiceAccount's RBAC carried both.
     first = await logs(cp, names[leader], "--previous")  # the killed container's
