@@ -299,16 +299,19 @@ async def lent_names(
     kube: Kube, control_plane: ControlPlane, operator_thread: OperatorThread, real_node: RealNode
 ) -> AsyncIterator[None]:
     """The session's operator paused and its install taken down for this module; afterwards the
-    install re-applied and the operator restarted (leading again), as the session had them."""
+    install re-applied and the operator restarted (leading again), as the session had them. An
+    operator that had already ended stays ended, with its reason (the ``operator`` fixture's
+    fail-fast)."""
     cp = control_plane
     session_deployment = await _get_or_none(kube, DEPLOYMENTS, "draxr", NAMESPACE)
-    await asyncio.to_thread(
-        operator_thread.pause, "its names are lent to draxr's pods (tests/realnode/test_draxr_pod.py)"
-    )
+    ended = operator_thread.problem()
+    if ended is None:
+        why = "its names are lent to draxr's pods (tests/realnode/test_draxr_pod.py)"
+        await asyncio.to_thread(operator_thread.pause, why)
     try:
         lease = await kube.get(LEASES, "draxr", NAMESPACE)
         assert not lease["spec"].get("holderIdentity"), f"the paused operator kept its Lease: {lease['spec']}"
-        session_install = manifests.rendered(cp, manifests.webhook_url())
+        session_install = await asyncio.to_thread(manifests.rendered, cp, manifests.webhook_url())
         await asyncio.to_thread(
             _kubectl,
             cp,
@@ -329,13 +332,14 @@ async def lent_names(
         # The ServiceAccount was re-created (a new uid): the old token is void.
         sa_dir = Path(operator_thread.settings.serviceaccount_dir)
         await service_account_dir(kube, cp, NAMESPACE, "draxr", sa_dir, seconds=7200)
-        operator = await asyncio.to_thread(operator_thread.restart)
+        if ended is None:
+            operator = await asyncio.to_thread(operator_thread.restart)
 
-        async def leading() -> bool:
-            return operator.leading
+            async def leading() -> bool:
+                return operator.leading
 
-        await eventually(leading, timeout=60)
-        assert operator_thread.problem() is None
+            await eventually(leading, timeout=60)
+            assert operator_thread.problem() is None
 
 
 @pytest.fixture(scope="module")
@@ -392,6 +396,13 @@ async def installed(
             await asyncio.to_thread(_kubectl, cp, "apply", "-k", str(directory))
         yield Install(how, machine, directory)
     finally:
+        # The Deployments first, their pods gone, then the rest: a replica shutting down gives the
+        # Lease up, which it cannot once its Role is deleted (the session's operator would then
+        # wait out the Lease).
+        await asyncio.to_thread(
+            _kubectl, cp, "-n", NAMESPACE, "delete", "deployment", PRIMARY, STANDBY, "--ignore-not-found"
+        )
+        await eventually(lambda: _no_draxr_pods(kube), timeout=90)
         if how == "helm":
             out = await asyncio.to_thread(
                 helm, home, "uninstall", "draxr", "--namespace", NAMESPACE, "--wait", kubeconfig=cp.kubeconfig
@@ -578,11 +589,13 @@ LEADER_METRIC = 'draxr_leader_election_master_status{name="draxr"}'
 
 def probes_run(cp: ControlPlane, node: RealNode, pod: str) -> dict[tuple[str, str], float]:
     """kubelet's own count of the probes it ran for the pod's container: (type, result) -> count,
-    from its /metrics/probes (through the API server's node proxy, which reaches it on loopback)."""
-    out = manifests.kubectl(cp, "get", "--raw", f"/api/v1/nodes/{node.name}/proxy/metrics/probes")
-    assert out.returncode == 0, out.stderr
+    from its /metrics/probes on 127.0.0.1 (the API server's node proxy refuses loopback targets)."""
+    ctx = ssl.create_default_context(cafile=str(cp.pki.ca_crt))
+    url = f"https://127.0.0.1:{node.ports['kubelet']}/metrics/probes"
+    with urllib.request.urlopen(url, context=ctx, timeout=10) as resp:
+        text = resp.read().decode()
     counts: dict[tuple[str, str], float] = {}
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         if line.startswith("prober_probe_total{") and f'pod="{pod}"' in line and 'container="draxr"' in line:
             labels, _, value = line.rpartition(" ")
             kind = labels.split('probe_type="')[1].split('"')[0]
