@@ -1,7 +1,8 @@
 """The equivalence cache: per-node results of phase 1 shared between pods whose scheduling inputs
 are the same (the pods of one Job or ReplicaSet, identical bare pods).
 
-What is cached per node must be a function of the pod's spec, of a few cluster-wide objects (the
+What is cached per node must be a function of the table's key (what the results read of the pod,
+placement.node_local_key), of a few cluster-wide objects (the
 table's ``mapping`` and ``options``) and of the node's own inputs only: the node object, the usage
 of the pods placed on it, its own ResourceSlices and the allocations in its pools. ClusterState
 draws a fresh stamp for a node whenever one of those changes (``ClusterState.node_stamps``); an
@@ -11,20 +12,13 @@ topology spreading, volumes, the pod's own claims) stays out of the entries and 
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
 _TABLES = 64  # pods of this many distinct shapes keep their tables; each holds one entry per node
-
-
-def equivalence_key(spec: Mapping[str, Any]) -> str:
-    """Pods with equal specs are equivalent for what the tables hold (all of it is read from the
-    spec); metadata (name, labels, owner) only matters to the per-pod parts."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), default=repr)
 
 
 class EquivalenceTable(Generic[V]):
@@ -45,9 +39,9 @@ class EquivalenceCache(Generic[V]):
 
     def __init__(self, limit: int = _TABLES) -> None:
         self._limit = limit
-        self._tables: OrderedDict[str, EquivalenceTable[V]] = OrderedDict()
+        self._tables: OrderedDict[Hashable, EquivalenceTable[V]] = OrderedDict()
 
-    def table(self, key: str, mapping: object, options: Hashable) -> EquivalenceTable[V]:
+    def table(self, key: Hashable, mapping: object, options: Hashable) -> EquivalenceTable[V]:
         """The table for pods of shape ``key`` under ``mapping`` (compared by identity: the state
         rebuilds it on every change) and ``options`` (compared by equality); a new one if either
         differs."""
@@ -60,6 +54,9 @@ class EquivalenceCache(Generic[V]):
         while len(self._tables) > self._limit:
             self._tables.popitem(last=False)
         return found
+
+    def tables(self) -> list[EquivalenceTable[V]]:
+        return list(self._tables.values())
 
     def clear(self) -> None:
         self._tables.clear()

@@ -7,6 +7,7 @@ kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint(s),
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,6 @@ from draxr.core import pod_claims, volumes
 from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
 from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
-from draxr.core.equivalence import equivalence_key
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
 from draxr.core.pod_claims import ClaimsCycle, ClaimsRejection, PodClaim
@@ -481,9 +481,8 @@ def schedule(
     filters = NodeFilter(pod, cycle, vcycle, state.storage)
     entries: dict[str, tuple[int, NodeVerdict]] | None = None
     shared: dict[Hashable, Any] = {}
-    if equivalence and pod.obj is not None:  # (a pod kept as its view alone is evaluated afresh)
-        key = equivalence_key(pod.obj.get("spec") or {})
-        table = state.equivalence.table(key, state.mapping, (scoring, device_scoring))
+    if equivalence:
+        table = state.equivalence.table(node_local_key(pod), state.mapping, (scoring, device_scoring))
         entries, shared = table.entries, table.shared
     local = _NodeLocal(pod, filters, prepared, state, scoring, device_scoring, shared)
     beyond_node = filters.reads_beyond_node
@@ -511,12 +510,12 @@ def schedule(
                 found = local.verdict(node, usages.get(name) or EMPTY_USAGE)
                 if entries is not None and stamp is not None:
                     entries[name] = (stamp, found)
-            if found.counted:
+            if found.ext is None:  # rejected, or a broken mapping CR
+                if found.problem is not None:
+                    return Unschedulable(found.problem, unresolvable=True, until_inventory_changes=True)
                 for r in found.counted:
                     reasons[r] += 1
                 continue
-            if found.problem is not None:
-                return Unschedulable(found.problem, unresolvable=True, until_inventory_changes=True)
             if beyond_node:
                 rejection = filters.beyond_node(node)
                 if rejection is not None:
@@ -527,7 +526,6 @@ def schedule(
             if ccycle is not None:
                 # A pod with claims of its own: DynamicResources filters before scoring, as upstream
                 # (the scores of the other plugins are normalised over the nodes that pass it).
-                assert found.ext is not None
                 verdict = dra.filter(node, special_claim_options(prepared, node, found.ext, state))
                 if verdict.fatal is not None:
                     return _fatal(verdict.fatal)
@@ -579,10 +577,34 @@ def schedule(
     return Unschedulable(_summary(total, reasons), dict(reasons))
 
 
+def node_local_key(pod: PodInfo) -> Hashable:
+    """Everything _NodeLocal reads of the pod (and NodeFilter.before_fit and fit, through it):
+    pods with equal keys get equal NodeVerdicts on a node. Extend it with any field they start to
+    read."""
+    view = pod.view
+    required = view.required_node_affinity
+    preferred = view.preferred_node_affinity
+    return (
+        view.node_name,
+        tuple(sorted(view.node_selector.items())),
+        json.dumps(required, sort_keys=True, default=repr) if required is not None else None,
+        view.tolerations,
+        json.dumps(preferred, sort_keys=True, default=repr) if preferred is not None else None,
+        tuple(sorted(view.extended.items())),
+        tuple(
+            (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
+            for c in view.containers
+        ),
+        tuple(sorted(pod.units.items())),
+        pod.host_ports,
+        pod.nonzero,
+    )
+
+
 class _NodeLocal:
     """Computes one pod's NodeVerdicts: the filters up to NodeResourcesFit and the node-local raw
-    scores. Reads the pod's spec (through its view and requests), the mappings and the node's own
-    inputs only; ``shared`` keeps the device-plugin/DRA split per set of requested names the node
+    scores. Reads of the pod only what node_local_key holds, the mappings and the node's own
+    inputs; ``shared`` keeps the device-plugin/DRA split per set of requested names the node
     advertises (and, for mapping CRs with a nodeSelector, the names that selector leaves unmapped
     there): nodes that agree share one result, as do pods of one shape (it is their table's)."""
 

@@ -18,17 +18,23 @@ from draxr.core.state import ClusterState, NodeInfo
 
 
 class Ranking:
-    """``columns``: per plugin that scores this pod, the normalised score of each node;
-    ``totals``: their weighted sums."""
+    """``columns``: per plugin that scores this pod, the normalised score of each node (an int:
+    the same on every node); ``totals``: their weighted sums."""
 
     __slots__ = ("columns", "names", "totals")
 
-    def __init__(self, names: Sequence[str], columns: list[tuple[str, Sequence[int]]]) -> None:
+    def __init__(self, names: Sequence[str], columns: list[tuple[str, Sequence[int] | int]]) -> None:
         self.names, self.columns = names, columns
-        totals = [0] * len(names)
+        same = sum(WEIGHTS[plugin] * column for plugin, column in columns if isinstance(column, int))
+        totals = [same] * len(names)
         for plugin, column in columns:
-            weight = WEIGHTS[plugin]
-            totals = [t + weight * s for t, s in zip(totals, column, strict=True)]
+            if not isinstance(column, int):
+                weight = WEIGHTS[plugin]
+                totals = (
+                    [t + s for t, s in zip(totals, column, strict=True)]
+                    if weight == 1
+                    else [t + weight * s for t, s in zip(totals, column, strict=True)]
+                )
         self.totals = totals
 
     def order(self) -> Iterator[int]:
@@ -37,13 +43,13 @@ class Ranking:
         if not self.names:
             return
         totals, names = self.totals, self.names
-        best = min(range(len(names)), key=lambda i: (-totals[i], names[i]))
+        top = max(totals)
+        best = min((i for i, t in enumerate(totals) if t == top), key=names.__getitem__)
         yield best
-        rest = sorted((i for i in range(len(names)) if i != best), key=lambda i: (-totals[i], names[i]))
-        yield from rest
+        yield from sorted((i for i in range(len(names)) if i != best), key=lambda i: (-totals[i], names[i]))
 
     def scores(self, index: int) -> dict[str, int]:
-        return {plugin: column[index] for plugin, column in self.columns}
+        return {plugin: c if isinstance(c, int) else c[index] for plugin, c in self.columns}
 
 
 def rank(
@@ -56,14 +62,14 @@ def rank(
     """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores."""
     view, pod = cycle.view, cycle.pod
     names = [n.name for n in nodes]
-    columns: list[tuple[str, Sequence[int]]] = []
+    columns: list[tuple[str, Sequence[int] | int]] = []
     if not nodes:
         return Ranking(names, columns)
 
     # TaintToleration: DefaultNormalizeScore, reversed (100 everywhere when no node has one).
     hi = max(v.taint for v in verdicts)
     if hi == 0:
-        columns.append(("TaintToleration", [MAX_NODE_SCORE] * len(nodes)))
+        columns.append(("TaintToleration", MAX_NODE_SCORE))
     else:
         columns.append(("TaintToleration", [MAX_NODE_SCORE - MAX_NODE_SCORE * v.taint // hi for v in verdicts]))
 

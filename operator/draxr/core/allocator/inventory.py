@@ -62,6 +62,8 @@ class Inventory:
         self._pools: dict[str, _PoolsEntry] = {}
         self._local_devices: dict[str, tuple[int, int, tuple[tuple[str, str], ...]]] = {}
         self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
+        # (CEL expression, slice key, device index) -> whether it matches: classes share it.
+        self.expression_matches: dict[tuple[str, tuple[str, str], int], bool] = {}
         # (node, class key) -> (pools the entry was computed for, features, matching devices or None).
         self.class_candidates: dict[
             tuple[str, tuple[str, str]], tuple[list[Pool], Features, tuple[tuple[str, str, str], ...] | None]
