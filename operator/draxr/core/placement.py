@@ -7,8 +7,9 @@ kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint(s),
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -18,10 +19,19 @@ from draxr.core.allocator import AllocationFatalError, Allocator, Features, Node
 from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
 from draxr.core.mappings_crd import invalid_selectors
+from draxr.core.node_verdict import NodeVerdict
 from draxr.core.pod_claims import ClaimsCycle, ClaimsRejection, PodClaim
 from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED, PodView
+from draxr.core.ranking import rank
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
-from draxr.core.scores import resource_fit_score
+from draxr.core.scores import (
+    balanced_allocation_score,
+    intolerable_prefer_no_schedule,
+    node_affinity_score,
+    prefer_no_schedule_tolerations,
+    preferred_terms,
+    resource_fit_score,
+)
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
 from draxr.core.storage import StorageState, VolumeDecision
 
@@ -253,10 +263,26 @@ class NodeFilter:
     ) -> Rejection | None:
         """``dra_names``: the requested names DRA serves on this node (the allocator checks them);
         ``dra_reasons``: why the split itself rejects the node (an unserved extended resource)."""
+        rejection = self.fit(node, usage, dra_names, dra_reasons)
+        return rejection if rejection is not None else self.beyond_node(node)
+
+    def fit(
+        self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
+    ) -> Rejection | None:
+        """NodeResourcesFit (see from_fit): the last filter that reads only the node and its usage."""
         fit = insufficient(self.checked, node, usage, dra_names)
         if fit or dra_reasons:
             unresolvable = fit_unresolvable(self.checked, node, dra_names)
             return Rejection("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), unresolvable)
+        return None
+
+    @property
+    def reads_beyond_node(self) -> bool:
+        """Whether beyond_node can reject a node (never cached: it reads other pods or volumes)."""
+        return self.volumes is not None or self.cycle.filters_pods
+
+    def beyond_node(self, node: NodeInfo) -> Rejection | None:
+        """The filters after NodeResourcesFit: the volume plugins, PodTopologySpread, InterPodAffinity."""
         if self.volumes is not None:
             verdict = volumes.filter_node(self.volumes, self.storage, node)
             if verdict.rejection is not None:
@@ -403,6 +429,7 @@ def schedule(
     device_scoring: Scoring | None = None,
     binds_volumes: bool = False,
     binds_claims: bool = False,
+    equivalence: bool = True,
 ) -> Decision | Unschedulable:
     """Choose a node for ``pod`` and allocate its special claim there.
 
@@ -417,7 +444,9 @@ def schedule(
     (VolumeBinding's PreBind); without it, pods with persistent or ephemeral volumes are refused.
     ``binds_claims``: the caller writes the pod's own claims as ``Decision.claims`` says before
     the Binding (DynamicResources' PreBind); without it, pods with ``spec.resourceClaims`` are
-    refused."""
+    refused. ``equivalence``: reuse the node-local part of phase 1 across pods of the same shape
+    (core.equivalence, ranked by core.ranking); off, every node is evaluated afresh and ranked by
+    cycle.score_nodes, the reference the cache is tested against."""
     view = pod.view
     unsupported = list(view.unsupported)
     if not binds_claims and view.claims_input is not None:
@@ -444,79 +473,88 @@ def schedule(
     cycle, vcycle, ccycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)
-    names = sorted(state.nodes)
-    if names:
-        start %= len(names)
-        names = names[start:] + names[:start]
-    want = nodes_to_find(len(names), percentage_of_nodes)
-    candidates_names = frozenset(prepared.candidates)
+    names = state.node_names()
+    total = len(names)
+    if total:
+        start %= total
+    want = nodes_to_find(total, percentage_of_nodes)
     filters = NodeFilter(pod, cycle, vcycle, state.storage)
-    cpu, memory = pod.nonzero
-    least = scoring is Scoring.LEAST_ALLOCATED
-    by_dp_names: dict[tuple[frozenset[str], frozenset[str]], NodeRequests] = {}
-    node_restricted = prepared.node_restricted
-    no_unmapped: frozenset[str] = frozenset()
+    entries: dict[str, tuple[int, NodeVerdict]] | None = None
+    shared: dict[Hashable, Any] = {}
+    if equivalence:
+        table = state.equivalence.table(node_local_key(pod), state.mapping, (scoring, device_scoring))
+        entries, shared = table.entries, table.shared
+    local = _NodeLocal(pod, filters, prepared, state, scoring, device_scoring, shared)
+    beyond_node = filters.reads_beyond_node
+    nodes, usages, stamps = state.nodes, state.usage, state.node_stamps
 
     reasons: Counter[str] = Counter()
     dra = DynamicResources(pod, state, features, ccycle)
     evaluated = 0
-    while evaluated < len(names):
-        # Phase 1: cheap filters and scores until `want` nodes pass (or the nodes run out).
-        candidates: list[_Candidate] = []
-        while evaluated < len(names) and len(candidates) < want:
-            node = state.nodes[names[evaluated]]
+    while evaluated < total:
+        # Phase 1: the filters and the node-local scores until `want` nodes pass (or the nodes run out).
+        feasible: list[NodeInfo] = []
+        verdicts: list[NodeVerdict] = []
+        dra_fits: list[DraFit | None] = []
+        while evaluated < total and len(feasible) < want:
+            name = names[(start + evaluated) % total]
             evaluated += 1
-            usage = state.usage.get(node.name) or EMPTY_USAGE
-            rejection = filters.before_fit(node, usage)
-            if rejection is not None:
-                reasons[rejection.reasons[0]] += 1
-                continue
-            # The split between device plugin and DRA depends only on which requested names the
-            # node advertises in allocatable (and, for mapping CRs with a nodeSelector, which names
-            # that selector leaves unmapped here): nodes that agree share one result.
-            unmapped = prepared.unmapped_on(node.raw) if node_restricted else no_unmapped
-            key = (candidates_names & node.device_plugin_names, unmapped)
-            ext = by_dp_names.get(key)
-            if ext is None:
-                ext = by_dp_names[key] = prepared.for_allocatable(
-                    node.raw.get("status", {}).get("allocatable") or {}, unmapped
-                )
-                problem = _mapping_problem(prepared, ext)
-                if problem is not None:
-                    return Unschedulable(problem, unresolvable=True, until_inventory_changes=True)
-            rejection = filters.from_fit(node, usage, ext.dra, ext.reasons)
-            if rejection is not None:
-                for r in rejection.reasons:
+            node = nodes[name]
+            found: NodeVerdict | None = None
+            stamp = stamps.get(name)
+            if entries is not None and stamp is not None:
+                hit = entries.get(name)
+                if hit is not None and hit[0] == stamp:
+                    found = hit[1]
+            if found is None:
+                found = local.verdict(node, usages.get(name) or EMPTY_USAGE)
+                if entries is not None and stamp is not None:
+                    entries[name] = (stamp, found)
+            if found.ext is None:  # rejected, or a broken mapping CR
+                if found.problem is not None:
+                    return Unschedulable(found.problem, unresolvable=True, until_inventory_changes=True)
+                for r in found.counted:
                     reasons[r] += 1
                 continue
+            if beyond_node:
+                rejection = filters.beyond_node(node)
+                if rejection is not None:
+                    for r in rejection.reasons:
+                        reasons[r] += 1
+                    continue
             verdict: DraFit | None = None
             if ccycle is not None:
                 # A pod with claims of its own: DynamicResources filters before scoring, as upstream
                 # (the scores of the other plugins are normalised over the nodes that pass it).
-                verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
+                verdict = dra.filter(node, special_claim_options(prepared, node, found.ext, state))
                 if verdict.fatal is not None:
                     return _fatal(verdict.fatal)
                 if verdict.rejection is not None:
                     reasons[verdict.detail or verdict.rejection.reasons[0]] += 1
                     continue
-            fit_score = _fit_score(cpu, memory, node, usage, least)
-            if device_scoring is not None and (ext.dra_requests or ext.device_plugin):
-                fit_score = round(_with_devices(fit_score, state, node, usage, ext, device_scoring))
-            candidates.append(_Candidate(node, fit_score, ext, dra=verdict))
+            feasible.append(node)
+            verdicts.append(found)
+            dra_fits.append(verdict)
 
-        # Every default score plugin over the candidates (kube-scheduler scores the nodes that
+        # Every default score plugin over the feasible nodes (kube-scheduler scores the nodes that
         # pass all its filters; here the allocator may still reject some of them, unless the pod
         # has claims of its own).
-        scores = _score_candidates(cycle, state, candidates, least, filters)
+        volume = filters.volume_scores(feasible) if feasible else None
+        order: Iterable[int]
+        chosen_scores: Callable[[int], dict[str, int]]
+        if equivalence:
+            ranking = rank(cycle, state, feasible, verdicts, volume)
+            order, totals, chosen_scores = ranking.order(), ranking.totals, ranking.scores
+        else:
+            order, totals, chosen_scores = _reference_ranking(cycle, state, feasible, verdicts, scoring, volume)
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
-        candidates.sort(key=lambda c: (-c.score, c.node.name))
-        for cand in candidates:
-            ext = cand.requests
+        for i in order:
+            node, ext, verdict = feasible[i], verdicts[i].ext, dra_fits[i]
+            assert ext is not None
             allocation: Mapping[str, Any] | None = None
             claims: tuple[ClaimDecision, ...] = ()
-            verdict = cand.dra
             if verdict is None and ext.needs_claim:
-                verdict = dra.filter(cand.node, _class_options(prepared, cand, state))
+                verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
                 if verdict.fatal is not None:
                     return _fatal(verdict.fatal)
                 if verdict.rejection is not None:
@@ -525,40 +563,149 @@ def schedule(
             if verdict is not None:
                 allocation, claims = verdict.special, verdict.claims
                 ext = verdict.option or ext
-            chosen = {plugin: per_node.get(cand.node.name, 0) for plugin, per_node in scores.items()}
             return Decision(
-                cand.node.name,
-                cand.score,
+                node.name,
+                totals[i],
                 allocation,
                 ext.dra_requests,
                 ext.mappings,
                 evaluated,
-                chosen,
-                filters.decisions.get(cand.node.name),
+                chosen_scores(i),
+                filters.decisions.get(node.name),
                 claims,
             )
-    return Unschedulable(_summary(len(names), reasons), dict(reasons))
+    return Unschedulable(_summary(total, reasons), dict(reasons))
+
+
+def node_local_key(pod: PodInfo) -> Hashable:
+    """Everything _NodeLocal reads of the pod (and NodeFilter.before_fit and fit, through it):
+    pods with equal keys get equal NodeVerdicts on a node. Extend it with any field they start to
+    read."""
+    view = pod.view
+    required = view.required_node_affinity
+    preferred = view.preferred_node_affinity
+    return (
+        view.node_name,
+        tuple(sorted(view.node_selector.items())),
+        json.dumps(required, sort_keys=True, default=repr) if required is not None else None,
+        view.tolerations,
+        json.dumps(preferred, sort_keys=True, default=repr) if preferred is not None else None,
+        tuple(sorted(view.extended.items())),
+        tuple(
+            (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
+            for c in view.containers
+        ),
+        tuple(sorted(pod.units.items())),
+        pod.host_ports,
+        pod.nonzero,
+    )
+
+
+class _NodeLocal:
+    """Computes one pod's NodeVerdicts: the filters up to NodeResourcesFit and the node-local raw
+    scores. Reads of the pod only what node_local_key holds, the mappings and the node's own
+    inputs; ``shared`` keeps the device-plugin/DRA split per set of requested names the node
+    advertises (and, for mapping CRs with a nodeSelector, the names that selector leaves unmapped
+    there): nodes that agree share one result, as do pods of one shape (it is their table's)."""
+
+    __slots__ = (
+        "actual",
+        "candidates",
+        "cpu",
+        "device_scoring",
+        "filters",
+        "least",
+        "memory",
+        "preferred",
+        "prepared",
+        "shared",
+        "state",
+        "tolerations",
+    )
+
+    def __init__(
+        self,
+        pod: PodInfo,
+        filters: NodeFilter,
+        prepared: PodExtendedResources,
+        state: ClusterState,
+        scoring: Scoring,
+        device_scoring: Scoring | None,
+        shared: dict[Hashable, Any],
+    ) -> None:
+        self.filters, self.prepared, self.state, self.shared = filters, prepared, state, shared
+        self.candidates = frozenset(prepared.candidates)
+        self.cpu, self.memory = pod.nonzero
+        self.least = scoring is Scoring.LEAST_ALLOCATED
+        self.device_scoring = device_scoring
+        actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))
+        self.actual = None if actual == (0, 0) else actual  # None: BalancedAllocation skips the pod
+        view = pod.view
+        self.tolerations = prefer_no_schedule_tolerations(view.tolerations)
+        pref = view.preferred_node_affinity
+        self.preferred = preferred_terms(pref) if pref is not None else None
+
+    def verdict(self, node: NodeInfo, usage: NodeUsage) -> NodeVerdict:
+        rejection = self.filters.before_fit(node, usage)
+        if rejection is not None:
+            return NodeVerdict((rejection.reasons[0],))
+        prepared = self.prepared
+        unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else _NONE
+        key = (self.candidates & node.device_plugin_names, unmapped)
+        split: tuple[NodeRequests, str | None] | None = self.shared.get(key)
+        if split is None:
+            ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
+            split = self.shared[key] = (ext, _mapping_problem(prepared, ext))
+        ext, problem = split
+        if problem is not None:
+            return NodeVerdict(problem=problem)
+        rejection = self.filters.fit(node, usage, ext.dra, ext.reasons)
+        if rejection is not None:
+            return NodeVerdict(rejection.reasons)
+        fit = _fit_score(self.cpu, self.memory, node, usage, self.least)
+        if self.device_scoring is not None and (ext.dra_requests or ext.device_plugin):
+            fit = round(_with_devices(fit, self.state, node, usage, ext, self.device_scoring))
+        balanced = 0
+        if self.actual is not None:
+            used = (usage.requested.get("cpu", 0), usage.requested.get("memory", 0))
+            alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
+            balanced = balanced_allocation_score(used, self.actual, alloc)
+        taint = intolerable_prefer_no_schedule(node.taints, self.tolerations) if node.taints else 0
+        affinity = node_affinity_score(self.preferred, node.raw) if self.preferred is not None else 0
+        return NodeVerdict((), None, ext, fit, balanced, taint, affinity)
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _reference_ranking(
+    cycle: PodCycle,
+    state: ClusterState,
+    nodes: Sequence[NodeInfo],
+    verdicts: Sequence[NodeVerdict],
+    scoring: Scoring,
+    volume: Mapping[str, int] | None,
+) -> tuple[list[int], list[int], Callable[[int], dict[str, int]]]:
+    """The ranking without the equivalence cache (the reference the cache is tested against):
+    cycle.score_nodes, with NodeResourcesFit's raw score from the verdicts (device scoring)."""
+    if not nodes:
+        return [], [], lambda i: {}
+    fit = {n.name: v.fit for n, v in zip(nodes, verdicts, strict=True)}
+    scores = score_nodes(cycle, state, nodes, most_allocated=scoring is not Scoring.LEAST_ALLOCATED, fit_override=fit)
+    if volume is not None:
+        scores["VolumeBinding"] = dict(volume)
+    by_name = weighted_totals(scores)
+    totals = [by_name.get(n.name, 0) for n in nodes]
+    order = sorted(range(len(nodes)), key=lambda i: (-totals[i], nodes[i].name))
+    return (
+        order,
+        totals,
+        lambda i: {plugin: per_node.get(nodes[i].name, 0) for plugin, per_node in scores.items()},
+    )
 
 
 def _fatal(err: AllocationFatalError) -> Unschedulable:
     return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind, until_inventory_changes=True)
-
-
-def _score_candidates(
-    cycle: PodCycle, state: ClusterState, candidates: list[_Candidate], least: bool, filters: NodeFilter
-) -> dict[str, dict[str, int]]:
-    if not candidates:
-        return {}
-    fit = {c.node.name: c.fit for c in candidates}
-    nodes = [c.node for c in candidates]
-    scores = score_nodes(cycle, state, nodes, most_allocated=not least, fit_override=fit)
-    volume = filters.volume_scores(nodes)
-    if volume is not None:
-        scores["VolumeBinding"] = volume
-    totals = weighted_totals(scores)
-    for c in candidates:
-        c.score = totals.get(c.node.name, 0)
-    return scores
 
 
 def _with_devices(

@@ -265,51 +265,48 @@ def spread_scores(
     """PreScore + Score over the feasible nodes, then NormalizeScore; None when skipped."""
     if not constraints or not feasible:
         return None
-    ignored: set[str] = set()
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for node, labels in feasible:
-        if require_all_topologies and not _has_keys(labels, constraints):
-            ignored.add(node)
+    scored = [f for f in feasible if _has_keys(f[1], constraints)] if require_all_topologies else feasible
+    # The placed pods each constraint counts, node by node; one count per distinct selector (the
+    # system defaults share theirs).
+    by_selector: dict[Selector, dict[str, int]] = {}
+    matching = []
+    for c in constraints:
+        found = by_selector.get(c.selector)
+        if found is None:
+            found = by_selector[c.selector] = _matching(cluster, c.selector, namespace)
+        matching.append(found)
+
+    raw = [0.0] * len(scored)
+    for i, c in enumerate(constraints):
+        key, extra = c.topology_key, c.max_skew - 1
+        if key == HOSTNAME:
+            weight = math.log(len(scored) + 2)
+            on_node = matching[i]
+            for j, (node, labels) in enumerate(scored):
+                if key in labels:
+                    raw[j] += on_node.get(node, 0) * weight + extra
             continue
-        for i, c in enumerate(constraints):
-            if c.topology_key != HOSTNAME:
-                counts[i].setdefault(labels.get(c.topology_key, ""), 0)
-    weights = []
-    for i, c in enumerate(constraints):
-        size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(counts[i])
-        weights.append(math.log(size + 2))
-    matching = [_matching(cluster, c.selector, namespace) for c in constraints]
-    for i, c in enumerate(constraints):
-        if c.topology_key == HOSTNAME:
-            continue  # scored from the node's own count below
+        # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
+        counts = dict.fromkeys((labels.get(key, "") for _, labels in scored), 0)
         for node, count in matching[i].items():
             known = cluster.labels_of(node)
             if known is None or (require_all_topologies and not _has_keys(known, constraints)):
                 continue
-            value = known.get(c.topology_key, "")
-            if value in counts[i] and (eligible is None or eligible(node, c)):
-                counts[i][value] += count
+            value = known.get(key, "")
+            if value in counts and (eligible is None or eligible(node, c)):
+                counts[value] += count
+        weight = math.log(len(counts) + 2)
+        for j, (_, labels) in enumerate(scored):
+            domain = labels.get(key)
+            if domain is not None:
+                raw[j] += counts[domain] * weight + extra
 
-    raw: dict[str, int] = {}
-    for node, labels in feasible:
-        if node in ignored:
-            continue
-        score = 0.0
-        for i, c in enumerate(constraints):
-            found = labels.get(c.topology_key)
-            if found is None:
-                continue
-            cnt = matching[i].get(node, 0) if c.topology_key == HOSTNAME else counts[i][found]
-            score += cnt * weights[i] + (c.max_skew - 1)
-        raw[node] = math.floor(score + 0.5)  # math.Round, for non-negative values
-    out: dict[str, int] = {}
-    lo = min(raw.values(), default=0)
-    hi = max(raw.values(), default=0)
-    for node, _ in feasible:
-        if node in ignored:
-            out[node] = 0
-        elif hi == 0:
-            out[node] = MAX_NODE_SCORE
-        else:
-            out[node] = MAX_NODE_SCORE * (hi + lo - raw[node]) // hi
-    return out
+    rounded = [math.floor(score + 0.5) for score in raw]  # math.Round, for non-negative values
+    lo, hi = min(rounded, default=0), max(rounded, default=0)
+    if hi == 0:
+        out = {node: MAX_NODE_SCORE for node, _ in scored}
+    else:
+        out = {node: MAX_NODE_SCORE * (hi + lo - r) // hi for (node, _), r in zip(scored, rounded, strict=True)}
+    if len(scored) == len(feasible):
+        return out
+    return {node: out.get(node, 0) for node, _ in feasible}  # the nodes left out score 0

@@ -15,15 +15,17 @@ slices) share their keys and short strings (``compact``): a burst of pending pod
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.claims import special_claim_owner
+from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
 from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
@@ -31,6 +33,9 @@ from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonz
 from draxr.core.quantity import milli_value, value
 from draxr.core.spread import DomainCounts, Domains, counted, domain_counts
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
+
+if TYPE_CHECKING:
+    from draxr.core.node_verdict import NodeVerdict
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _DOMAINS_LIMIT = 64  # cached domain tables, and as many count tables (each as large as the fleet)
@@ -449,8 +454,15 @@ class ClusterState:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}  # by uid
         self.usage: dict[str, NodeUsage] = {}
-        self.inventory = Inventory()
-        self.tracker = AllocationTracker()
+        # node -> a stamp drawn afresh whenever something per-node placement reads of it changes:
+        # the node object, its pods' usage, its own slices, allocations in its pools. Per-node
+        # results computed under a stamp stay valid while it does (core.equivalence).
+        self.node_stamps: dict[str, int] = {}
+        self._stamps = itertools.count(1)
+        self.inventory = Inventory(on_node_change=self.touch_node)
+        self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
+        self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
+        self._sorted_names: tuple[dict[str, NodeInfo], list[str]] | None = None
         self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
         self.special_claims: dict[str, set[str]] = {}  # pod uid -> claim keys
         # pod uid -> schedulerName of a removed pod whose special claims are still here (who
@@ -506,12 +518,31 @@ class ClusterState:
         self.storage_revision += 1
 
     # ---- nodes ---------------------------------------------------------------------------------
+    def touch_node(self, name: str) -> None:
+        """Something per-node placement reads of the node changed (see ``node_stamps``)."""
+        self.node_stamps[name] = next(self._stamps)
+
+    def _pool_changed(self, pool: tuple[str, str]) -> None:
+        for node in self.inventory.nodes_of_pool(*pool):
+            self.touch_node(node)
+
+    def node_names(self) -> list[str]:
+        """The nodes' names, sorted (placement's order before rotation); cached while the set of
+        nodes is unchanged. Do not modify the list."""
+        found = self._sorted_names
+        if found is None or found[0] is not self.nodes or len(found[1]) != len(self.nodes):
+            found = self._sorted_names = (self.nodes, sorted(self.nodes))
+        return found[1]
+
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         old = self.nodes.get((node.get("metadata") or {}).get("name", ""))
         if old is not None and _same_version(node, old.raw):
             return  # delivered again (a re-list): nothing changed
         info = NodeInfo.from_api(node)
+        if old is None:
+            self._sorted_names = None
         self.nodes[info.name] = info
+        self.touch_node(info.name)
         self.usage.setdefault(info.name, NodeUsage())
         if old is None or old.images != info.images:
             self._count_images(old, -1)
@@ -533,7 +564,9 @@ class ClusterState:
 
     def remove_node(self, name: str) -> None:
         self._count_images(self.nodes.get(name), -1)
-        self.nodes.pop(name, None)
+        if self.nodes.pop(name, None) is not None:
+            self._sorted_names = None
+        self.touch_node(name)
         self.inventory.forget_node(name)
         self.generation += 1
         self.node_revision += 1
@@ -587,6 +620,7 @@ class ClusterState:
         node = self._placed_on(pod)
         if node:
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
+            self.touch_node(node)
             key = (pod.namespace, id(pod.labels), pod.deleting)
             group = self._groups.get(key)
             if group is None:

@@ -18,7 +18,7 @@ in that short window).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -106,8 +106,13 @@ class AllocationTracker:
     Not thread-safe; the shell owns it.
     """
 
-    def __init__(self, consumable_capacity: bool = True) -> None:
+    def __init__(
+        self, consumable_capacity: bool = True, on_pool_change: Callable[[tuple[str, str]], None] | None = None
+    ) -> None:
         self._consumable_capacity = consumable_capacity
+        # Told (driver, pool) of every device whose allocation changes: caches of per-node results
+        # that read the pool's counts (placement's equivalence cache) are invalidated by it.
+        self.on_pool_change = on_pool_change
         self._committed: dict[str, _Contribution] = {}
         self._assumed: dict[str, _Contribution] = {}
         self._dedicated: Counter[DeviceId] = Counter()
@@ -170,6 +175,9 @@ class AllocationTracker:
         self._snapshot = None
 
     def _apply(self, c: _Contribution, sign: int) -> None:
+        if self.on_pool_change is not None:
+            for d in dict.fromkeys([*c.dedicated, *(s[0] for s in c.shared), *(dev for dev, _ in c.capacity)]):
+                self.on_pool_change((d[0], d[1]))
         for d in c.dedicated:
             self._dedicated[d] += sign
             if self._dedicated[d] <= 0:

@@ -508,7 +508,7 @@ class _Run:
                 return hit
         outcome: MatchOutcome
         try:
-            outcome = self._selectors_match(class_.selectors, dev, f"class {class_.name}")
+            outcome = self._class_selectors_match(class_, slice_, dev)
         except AllocationFatalError as exc:
             outcome = (str(exc), exc.kind)
         if key is not None:
@@ -518,37 +518,58 @@ class _Run:
             cache[key] = outcome
         return outcome
 
-    def _selectors_match(self, selectors: Sequence[str | None], dev: DeviceInfo, who: str) -> bool:
-        for i, expr in enumerate(selectors):
-            if expr is None:
-                raise AllocationFatalError(
-                    f"{who}: selector #{i}: CEL expression empty (unsupported selector type?)",
-                    FatalKind.INVALID_REQUEST,
-                )
-            try:
-                compiled = cel.compile_selector(expr)
-            except cel.CelCompileError as exc:
-                raise AllocationFatalError(
-                    f"{who}: selector #{i}: CEL compile error: {exc}", FatalKind.CEL_COMPILE
-                ) from exc
-            try:
-                if dev.view is None:
-                    dev.view = cel.device_view(dev.driver, dev.raw)
-                matches = compiled.matches(dev.view)
-            except (cel.CelRuntimeError, ValueError, TypeError) as exc:
-                msg = str(exc)
-                if "no such key:" in msg:
-                    msg += (
-                        ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
-                        "with has() for optional fields"
-                    )
-                raise AllocationFatalError(
-                    f"{who}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {msg}",
-                    FatalKind.CEL_RUNTIME,
-                ) from exc
-            if not matches:
+    def _class_selectors_match(self, class_: ClassInfo, slice_: SliceInfo, dev: DeviceInfo) -> bool:
+        """_selectors_match of the class's selectors; on a versioned slice each expression's result
+        is shared between classes (many select by the same driver expression). Errors are not
+        shared: their message names the class."""
+        who = f"class {class_.name}"
+        if slice_.cache_key is None:
+            return self._selectors_match(class_.selectors, dev, who)
+        cache = self.o.inventory.expression_matches
+        for i, expr in enumerate(class_.selectors):
+            key = (expr, slice_.cache_key, dev.index) if expr is not None else None
+            found = cache.get(key) if key is not None else None
+            if found is None:
+                found = self._selector_match(i, expr, dev, who)
+                if key is not None:
+                    if len(cache) >= MATCH_CACHE_LIMIT:
+                        cache.clear()
+                    cache[key] = found
+            if not found:
                 return False
         return True
+
+    def _selectors_match(self, selectors: Sequence[str | None], dev: DeviceInfo, who: str) -> bool:
+        return all(self._selector_match(i, expr, dev, who) for i, expr in enumerate(selectors))
+
+    def _selector_match(self, i: int, expr: str | None, dev: DeviceInfo, who: str) -> bool:
+        if expr is None:
+            raise AllocationFatalError(
+                f"{who}: selector #{i}: CEL expression empty (unsupported selector type?)",
+                FatalKind.INVALID_REQUEST,
+            )
+        try:
+            compiled = cel.compile_selector(expr)
+        except cel.CelCompileError as exc:
+            raise AllocationFatalError(
+                f"{who}: selector #{i}: CEL compile error: {exc}", FatalKind.CEL_COMPILE
+            ) from exc
+        try:
+            if dev.view is None:
+                dev.view = cel.device_view(dev.driver, dev.raw)
+            matches = compiled.matches(dev.view)
+        except (cel.CelRuntimeError, ValueError, TypeError) as exc:
+            msg = str(exc)
+            if "no such key:" in msg:
+                msg += (
+                    ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                    "with has() for optional fields"
+                )
+            raise AllocationFatalError(
+                f"{who}: selector #{i} on device {'/'.join(dev.id)}: CEL runtime error: {msg}",
+                FatalKind.CEL_RUNTIME,
+            ) from exc
+        return bool(matches)
 
     def _is_selectable(self, key: tuple[int, int, int], rd: _RequestData, slice_: SliceInfo, dev: DeviceInfo) -> bool:
         if not self.f.device_binding_and_status and dev.binding_conditions:

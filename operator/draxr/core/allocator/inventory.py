@@ -12,7 +12,8 @@ and are invalidated precisely:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +39,22 @@ class _PoolsEntry:
 
 
 class Inventory:
-    def __init__(self, slices: Iterable[Mapping[str, Any]] = (), classes: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        slices: Iterable[Mapping[str, Any]] = (),
+        classes: Iterable[Mapping[str, Any]] = (),
+        on_node_change: Callable[[str], None] | None = None,
+    ) -> None:
+        # Told the node of every slice with nodeName that comes, goes or changes (see on_pool_change
+        # of AllocationTracker: the same per-node caches).
+        self.on_node_change = on_node_change
         self._ids = itertools.count()
         self._slices: dict[int, SliceInfo] = {}  # insertion order = "informer order"
         self._by_name: dict[str, int] = {}
         self._node_index: dict[str, dict[int, SliceInfo]] = {}
         self._shared_index: dict[int, SliceInfo] = {}
         self._node_rev: dict[str, int] = {}
+        self._pool_nodes: dict[tuple[str, str], Counter[str]] = {}  # (driver, pool) -> nodes with its slices
         self._shared_rev = 0
         self.revision = 0
         self._classes: dict[str, ClassInfo] = {}
@@ -52,6 +62,8 @@ class Inventory:
         self._pools: dict[str, _PoolsEntry] = {}
         self._local_devices: dict[str, tuple[int, int, tuple[tuple[str, str], ...]]] = {}
         self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
+        # (CEL expression, slice key, device index) -> whether it matches: classes share it.
+        self.expression_matches: dict[tuple[str, tuple[str, str], int], bool] = {}
         # (node, class key) -> (pools the entry was computed for, features, matching devices or None).
         self.class_candidates: dict[
             tuple[str, tuple[str, str]], tuple[list[Pool], Features, tuple[tuple[str, str, str], ...] | None]
@@ -79,6 +91,14 @@ class Inventory:
             else:
                 bucket.pop(sid, None)
             self._node_rev[info.node_name] = self._node_rev.get(info.node_name, 0) + 1
+            nodes = self._pool_nodes.setdefault((info.driver, info.pool), Counter())
+            nodes[info.node_name] += sign
+            if nodes[info.node_name] <= 0:
+                del nodes[info.node_name]
+                if not nodes:
+                    del self._pool_nodes[(info.driver, info.pool)]
+            if self.on_node_change is not None:
+                self.on_node_change(info.node_name)
         else:
             if sign > 0:
                 self._shared_index[sid] = info
@@ -127,6 +147,10 @@ class Inventory:
         pools = tuple(dict.fromkeys((sl.driver, sl.pool) for sl in slices))
         self._local_devices[node_name] = (rev, total, pools)
         return total, pools
+
+    def nodes_of_pool(self, driver: str, pool: str) -> Iterable[str]:
+        """The nodes with a slice (nodeName set) of this pool."""
+        return tuple(self._pool_nodes.get((driver, pool)) or ())
 
     def slices_for_node(self, node_name: str) -> list[SliceInfo]:
         """Upstream: slicesOnNode[node] followed by every slice without nodeName."""

@@ -1,0 +1,27 @@
+"""What phase 1 of a scheduling cycle finds on one node from the pod's spec and the node's own
+inputs alone (its object, the usage of its pods, its own slices, the allocations in its pools):
+the part of the node's filtering and scoring that pods of the same shape share (core.equivalence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from draxr.core.requests import NodeRequests
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """``counted``: the reasons the summary counts when a node-local filter rejects the node, ()
+    when it passes them; ``problem``: a mapping CR's selector that does not compile, which ends the
+    pod's attempt. The rest only for a node that passes: the device-plugin/DRA split and the raw
+    node-local scores (NodeResourcesFit with draxr's device scoring, BalancedAllocation, the
+    untolerated PreferNoSchedule taints, preferred node affinity)."""
+
+    counted: tuple[str, ...] = ()
+    problem: str | None = None
+    ext: NodeRequests | None = None
+    fit: int = 0
+    balanced: int = 0
+    taint: int = 0
+    affinity: int = 0

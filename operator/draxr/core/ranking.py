@@ -1,0 +1,106 @@
+"""The default profile's scores of the feasible nodes, as cycle.score_nodes and weighted_totals
+compute them, but from the node-local raw scores phase 1 already holds (NodeVerdict, cached across
+pods of one shape), so that only what reads other pods or the whole cluster (spreading, inter-pod
+affinity, image locality, volumes) and the normalisations are computed per pod. Nodes are indexed
+by their position in ``nodes``; tests/unit check the result against score_nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from draxr.core.cycle import PodCycle
+from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
+from draxr.core.node_verdict import NodeVerdict
+from draxr.core.scores import MAX_NODE_SCORE, WEIGHTS, image_locality_score, normalized_image_name
+from draxr.core.spread import spread_scores
+from draxr.core.state import ClusterState, NodeInfo
+
+
+class Ranking:
+    """``columns``: per plugin that scores this pod, the normalised score of each node (an int:
+    the same on every node); ``totals``: their weighted sums."""
+
+    __slots__ = ("columns", "names", "totals")
+
+    def __init__(self, names: Sequence[str], columns: list[tuple[str, Sequence[int] | int]]) -> None:
+        self.names, self.columns = names, columns
+        same = sum(WEIGHTS[plugin] * column for plugin, column in columns if isinstance(column, int))
+        totals = [same] * len(names)
+        for plugin, column in columns:
+            if not isinstance(column, int):
+                weight = WEIGHTS[plugin]
+                totals = (
+                    [t + s for t, s in zip(totals, column, strict=True)]
+                    if weight == 1
+                    else [t + weight * s for t, s in zip(totals, column, strict=True)]
+                )
+        self.totals = totals
+
+    def order(self) -> Iterator[int]:
+        """Best total first, ties by node name (kube-scheduler's is random; draxr's stable); the
+        rest is sorted only when the best is turned down (phase 2 mostly takes the first)."""
+        if not self.names:
+            return
+        totals, names = self.totals, self.names
+        top = max(totals)
+        best = min((i for i, t in enumerate(totals) if t == top), key=names.__getitem__)
+        yield best
+        yield from sorted((i for i in range(len(names)) if i != best), key=lambda i: (-totals[i], names[i]))
+
+    def scores(self, index: int) -> dict[str, int]:
+        return {plugin: c if isinstance(c, int) else c[index] for plugin, c in self.columns}
+
+
+def rank(
+    cycle: PodCycle,
+    state: ClusterState,
+    nodes: Sequence[NodeInfo],
+    verdicts: Sequence[NodeVerdict],
+    volume: Mapping[str, int] | None = None,
+) -> Ranking:
+    """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores."""
+    view, pod = cycle.view, cycle.pod
+    names = [n.name for n in nodes]
+    columns: list[tuple[str, Sequence[int] | int]] = []
+    if not nodes:
+        return Ranking(names, columns)
+
+    # TaintToleration: DefaultNormalizeScore, reversed (100 everywhere when no node has one).
+    hi = max(v.taint for v in verdicts)
+    if hi == 0:
+        columns.append(("TaintToleration", MAX_NODE_SCORE))
+    else:
+        columns.append(("TaintToleration", [MAX_NODE_SCORE - MAX_NODE_SCORE * v.taint // hi for v in verdicts]))
+
+    if view.preferred_node_affinity is not None:  # DefaultNormalizeScore
+        hi = max(v.affinity for v in verdicts)
+        raw = [v.affinity for v in verdicts]
+        columns.append(("NodeAffinity", raw if hi == 0 else [MAX_NODE_SCORE * s // hi for s in raw]))
+
+    columns.append(("NodeResourcesFit", [v.fit for v in verdicts]))
+    if (pod.units.get("cpu", 0), pod.units.get("memory", 0)) != (0, 0):
+        columns.append(("NodeResourcesBalancedAllocation", [v.balanced for v in verdicts]))
+
+    if any(normalized_image_name(i) in state.image_nodes for i in view.images):
+        total_nodes = len(state.nodes)
+        column = [
+            image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
+            for n in nodes
+        ]
+        columns.append(("ImageLocality", column))
+
+    if cycle.soft_spread:
+        feasible = [(n.name, n.labels) for n in nodes]
+        spread = spread_scores(cycle.soft_spread, pod.namespace, state, cycle.eligible, feasible, view.spread.explicit)
+        if spread is not None:
+            columns.append(("PodTopologySpread", [spread[name] for name in names]))
+
+    topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
+    if topology is not None:
+        affinity = normalize_affinity({n.name: affinity_node_score(topology, n.labels) for n in nodes})
+        columns.append(("InterPodAffinity", [affinity[name] for name in names]))
+
+    if volume is not None:
+        columns.append(("VolumeBinding", [volume.get(name, 0) for name in names]))
+    return Ranking(names, columns)
