@@ -1,13 +1,20 @@
 """What the admission webhook costs pod creation: the same pods created in a namespace the webhook
-does not see, in an opted-in namespace (draxr steers every pod), and there again with draxr stopped
-(failurePolicy Ignore: connection refused, pods admitted unchanged).
+does not see, in an opted-in namespace (draxr steers every pod), there again with draxr stopped
+(failurePolicy Ignore: connection refused, pods admitted unchanged), and there once more with the
+webhook's server process alone (``draxr.webhook_child`` fed by this script: admission without the
+operator that schedules the steered pods).
 
-    .venv/bin/python bench/webhook_admission.py --pods 1000 --concurrency 16
+    .venv/bin/python bench/webhook_admission.py --pods 2000 --concurrency 16 [--webhook-process false]
 
-A fresh control plane on 127.0.0.1 (no kube-scheduler, no kwok: pods stay Pending, so only admission
-is measured), one DeviceClass mapping ``example.com/gpu``, the manifests' MutatingWebhookConfiguration
+A fresh control plane on 127.0.0.1 (no kube-scheduler, no kwok: pods stay Pending, so admission is
+what is measured, though draxr still tries to schedule every steered pod: a status patch and an Event
+each), one DeviceClass mapping ``example.com/gpu``, the manifests' MutatingWebhookConfiguration
 pointed at ``draxr run`` on a loopback port by url. Latency is the bench client's create request,
-end to end. Results: a table on stdout and bench/results/webhook-admission.json.
+end to end. Per phase also: the CPU each process used (in cores: CPU seconds / wall seconds), the
+API server's writes, its own view of the webhook call (apiserver_admission_webhook_admission_duration
+_seconds), the webhook's handler latency (draxr_webhook_duration_seconds) and the TCP connections the
+API server opened to the webhook (keep-alive: a handful for all pods). Results: tables on stdout and
+bench/results/webhook-admission.json.
 """
 
 from __future__ import annotations
@@ -17,18 +24,23 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
-from draxr.kube import NAMESPACES, PODS, Kube
-from draxr.webhook_tls import MUTATING_WEBHOOKS
+from draxr.core import certs
+from draxr.core.mapping import build_mapping, mapping_to_data
+from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube
+from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane, Options, free_port
@@ -102,23 +114,209 @@ async def create_all(kube: Kube, namespace: str, pods: int, concurrency: int) ->
 
 
 def webhook_metrics(port: int) -> dict[str, float]:
+    """draxr's webhook histogram: sum, count and the cumulative buckets (``le`` as the key)."""
     text = urllib.request.urlopen(f"http://{LOOPBACK}:{port}/metrics", timeout=10).read().decode()
     found: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith(("draxr_webhook_duration_seconds_sum", "draxr_webhook_duration_seconds_count")):
-            name, value = line.split()
-            found[name] = float(value)
+    for family in text_string_to_metric_families(text):
+        if family.name == "draxr_webhook_duration_seconds":
+            for sample in family.samples:
+                key = sample.name.rsplit("_", 1)[1] if "le" not in sample.labels else f"le={sample.labels['le']}"
+                found[key] = sample.value
     return found
 
 
-def start_draxr(cp: ControlPlane, port: int, metrics_port: int) -> DraxrProcess:
+def histogram_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """Mean, and p50/p99 as the bucket bound they fall under, of the reviews answered in between."""
+    count = after.get("count", 0) - before.get("count", 0)
+    if count <= 0:
+        return {}
+    buckets = sorted(
+        (float(k[3:]), after[k] - before.get(k, 0)) for k in after if k.startswith("le=") and k != "le=+Inf"
+    )
+
+    def under(q: float) -> str:
+        for bound, n in buckets:
+            if n >= q * count:
+                return f"<= {bound * 1000:g} ms"
+        return f"> {buckets[-1][0] * 1000:g} ms"
+
+    mean = (after.get("sum", 0) - before.get("sum", 0)) / count * 1000
+    return {"handler_mean_ms": round(mean, 3), "handler_p50": under(0.5), "handler_p99": under(0.99)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a running process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def cpu_snapshot(procs: dict[str, int]) -> dict[str, float]:
+    out = {name: cpu_seconds(pid) for name, pid in procs.items()}
+    if "draxr" in procs:  # its webhook server process, if it has one
+        out["draxr webhook process"] = sum(cpu_seconds(c) for c in children(procs["draxr"]))
+    out["bench client"] = sum(os.times()[:2])
+    return out
+
+
+async def apiserver_metrics(kube: Kube) -> dict[str, float]:
+    """From kube-apiserver's /metrics: writes by verb and resource, and the webhook calls' duration."""
+    async with await kube.stream("/metrics") as resp:
+        text = await resp.text()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "apiserver_request":
+            for sm in family.samples:
+                verb = sm.labels.get("verb", "")
+                if sm.name == "apiserver_request_total" and verb in ("POST", "PATCH", "PUT", "DELETE"):
+                    what = sm.labels.get("resource", "") + (
+                        f"/{sm.labels['subresource']}" if sm.labels.get("subresource") else ""
+                    )
+                    key = f"write {verb} {what}"
+                    out[key] = out.get(key, 0) + sm.value
+        elif family.name == "apiserver_admission_webhook_admission_duration_seconds":
+            for sm in family.samples:
+                if sm.name.endswith(("_sum", "_count")):
+                    key = "webhook call " + sm.name.rsplit("_", 1)[1]
+                    out[key] = out.get(key, 0) + sm.value
+    return out
+
+
+class Connections:
+    """The distinct client ends of TCP connections to the webhook's port, sampled while a phase runs
+    (/proc/net/tcp): with keep-alive a handful serve every call, with a handshake per call thousands."""
+
+    def __init__(self, port: int) -> None:
+        self.local = f"0100007F:{port:04X}"
+        self.seen: set[str] = set()
+
+    def sample(self) -> None:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            parts = line.split()
+            if parts[1] == self.local and parts[3] == "01":  # ESTABLISHED, server side
+                self.seen.add(parts[2])
+
+    async def run(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(0.1)
+
+
+def py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy (not a dependency: ``pip install py-spy``) sampling ``pid`` and its children, every
+    thread, idle frames left out, as collapsed stacks; it writes ``out`` when interrupted."""
+    exe = Path(sys.executable).with_name("py-spy")
+    cmd = [str(exe if exe.exists() else "py-spy"), "record", "--pid", str(pid), "--subprocesses", "--threads"]
+    cmd += ["--rate", "250", "--nonblocking", "--format", "raw", "-o", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached
+    return proc
+
+
+async def measured(
+    kube: Kube,
+    procs: dict[str, int],
+    webhook_port: int,
+    run: Callable[[], Awaitable[dict[str, Any]]],
+    draxr_metrics_port: int | None = None,
+    profile: tuple[int, Path] | None = None,
+) -> dict[str, Any]:
+    """``run()``'s figures plus what each process and the API server did meanwhile (and, with
+    ``profile``, py-spy's samples of that process)."""
+    api0 = await apiserver_metrics(kube)
+    hist0 = await asyncio.to_thread(webhook_metrics, draxr_metrics_port) if draxr_metrics_port else {}
+    conns = Connections(webhook_port)
+    sampler = asyncio.create_task(conns.run())
+    spy = py_spy(*profile) if profile else None
+    cpu0, t0 = cpu_snapshot(procs), time.perf_counter()
+    try:
+        result = await run()
+    finally:
+        cpu1, wall = cpu_snapshot(procs), time.perf_counter() - t0
+        sampler.cancel()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            await asyncio.to_thread(spy.wait, 60)
+    api1 = await apiserver_metrics(kube)
+    result["cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 2) for k in cpu1 if cpu1[k] - cpu0.get(k, 0)}
+    delta = {k: api1[k] - api0.get(k, 0) for k in api1 if api1[k] - api0.get(k, 0) > 0}
+    calls = delta.pop("webhook call count", 0)
+    spent = delta.pop("webhook call sum", 0)
+    if calls:
+        result["apiserver_webhook_call_mean_ms"] = round(spent / calls * 1000, 2)
+    result["apiserver_writes"] = {k.removeprefix("write "): int(v) for k, v in sorted(delta.items())}
+    result["webhook_connections"] = len(conns.seen)
+    if draxr_metrics_port:
+        result |= histogram_delta(hist0, await asyncio.to_thread(webhook_metrics, draxr_metrics_port))
+    return result
+
+
+def start_draxr(cp: ControlPlane, port: int, metrics_port: int, webhook_process: str | None) -> DraxrProcess:
     args = [
         "--kubeconfig", str(cp.kubeconfig), "--leader-elect", "false",
         "--bind-address", LOOPBACK, "--metrics-port", str(metrics_port), "--health-port", "0",
         "--webhook-port", str(port), "--webhook-namespace", "draxr-bench", "--webhook-extra-hosts", LOOPBACK,
         "--log-level", "warning",
     ]  # fmt: skip
+    if webhook_process is not None:  # (unset: the default of the draxr being measured)
+        args += ["--webhook-process", webhook_process]
     return DraxrProcess(args, new_session=True)
+
+
+class LoneWebhook:
+    """``draxr.webhook_child`` without the operator: this script sends it what the operator would
+    (settings, draxr's certificate from its Secret, the mapping of the DeviceClasses)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.proc: asyncio.subprocess.Process | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def start(self, kube: Kube) -> None:
+        secret = await kube.get(SECRETS, "draxr-webhook-tls", "draxr-bench")
+        pki = certs.Pki.from_secret_data(secret["data"])
+        assert pki is not None
+        mapping = build_mapping(await kube.list(DEVICE_CLASSES))
+        ours, theirs = socket.socketpair()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "draxr.webhook_child", str(theirs.fileno()), pass_fds=(theirs.fileno(),)
+        )
+        theirs.close()
+        reader, self.writer = await asyncio.open_unix_connection(sock=ours)
+        config = {"scheduler_name": "draxr", "bind_address": LOOPBACK, "port": self.port}
+        for msg in (
+            {"op": "config", **config, "log_level": "warning", "log_format": "json"},
+            {"op": "cert", "tls_crt": pki.tls_crt.decode(), "tls_key": pki.tls_key.decode()},
+            {"op": "mapping", "mapping": mapping_to_data(mapping)},
+            {"op": "start"},
+        ):
+            self.writer.write(json.dumps(msg).encode() + b"\n")
+        answer = json.loads(await reader.readline())
+        if answer.get("op") != "serving":
+            raise RuntimeError(f"the lone webhook did not serve: {answer}")
+
+    async def stop(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.proc is not None:
+            await self.proc.wait()
+
+
+async def opted_in(kube: Kube, name: str) -> str:
+    labels = {"draxr.io/enabled": "true"}
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    )
+    return name
 
 
 async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
@@ -135,7 +333,18 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
             webhook_config, kubectl, cp.kubeconfig, f"https://{LOOPBACK}:{port}/mutate-pods"
         )
         await kube.create(MUTATING_WEBHOOKS, config)
-        draxr = start_draxr(cp, port, metrics_port)
+        procs = {
+            name: pid for name, pid in cp.pids.items() if name in ("etcd", "kube-apiserver", "kube-controller-manager")
+        }
+        draxr = start_draxr(cp, port, metrics_port, args.webhook_process)
+        lone = LoneWebhook(port)
+
+        def phase(namespace: str, metrics: int | None = None, spied: int | None = None) -> Awaitable[dict[str, Any]]:
+            profile = (spied, args.profile / f"{namespace}.txt") if args.profile and spied else None
+            return measured(
+                kube, procs, port, lambda: create_all(kube, namespace, args.pods, args.concurrency), metrics, profile
+            )
+
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -147,35 +356,32 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
                 await asyncio.sleep(0.2)
             await asyncio.sleep(2)  # serving, and the API server has the caBundle
             log(f"webhook up on {LOOPBACK}:{port}; {args.pods} pods per phase, concurrency {args.concurrency}")
+            procs["draxr"] = draxr.pid
             result: dict[str, Any] = {}
-            result["not called (namespace without the label)"] = await create_all(
-                kube, "plain", args.pods, args.concurrency
-            )
-            before = await asyncio.to_thread(webhook_metrics, metrics_port)
-            result["steered (opted-in namespace)"] = await create_all(kube, "opted-in", args.pods, args.concurrency)
-            after = await asyncio.to_thread(webhook_metrics, metrics_port)
-            served = after["draxr_webhook_duration_seconds_count"] - before.get(
-                "draxr_webhook_duration_seconds_count", 0
-            )
-            spent = after["draxr_webhook_duration_seconds_sum"] - before.get("draxr_webhook_duration_seconds_sum", 0)
-            result["steered (opted-in namespace)"]["webhook_handler_mean_ms"] = round(spent / served * 1000, 3)
+            result["not called (namespace without the label)"] = await phase("plain")
+            result["steered (opted-in namespace)"] = await phase("opted-in", metrics_port, draxr.pid)
             draxr.send_signal(signal.SIGTERM)
             await asyncio.to_thread(draxr.proc.wait, 30)
-            ns2 = "opted-in-2"
-            await kube.create(
-                NAMESPACES,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": ns2, "labels": {"draxr.io/enabled": "true"}},
-                },
+            del procs["draxr"]
+            result["draxr stopped (opted-in, Ignore)"] = await phase(await opted_in(kube, "opted-in-2"))
+            await lone.start(kube)
+            assert lone.proc is not None
+            procs["webhook process alone"] = lone.proc.pid
+            await asyncio.sleep(2)  # (the API server's first calls find the new server)
+            result["steered by the webhook process alone"] = await phase(
+                await opted_in(kube, "opted-in-3"), spied=lone.proc.pid
             )
-            result["draxr stopped (opted-in, Ignore)"] = await create_all(kube, ns2, args.pods, args.concurrency)
             return result
         finally:
+            await lone.stop()
             if draxr.poll() is None:
                 draxr.send_signal(signal.SIGKILL)
                 draxr.proc.wait(10)
+
+
+def table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows)
 
 
 def main() -> int:
@@ -183,8 +389,16 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000, help="pods per phase (at most 5000)")
     parser.add_argument("--concurrency", type=int, default=16, help="create requests in flight")
     parser.add_argument("--out", type=Path, default=RESULTS / "webhook-admission.json")
+    parser.add_argument(
+        "--webhook-process", choices=("true", "false"), help="draxr's --webhook-process (default: draxr's default)"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy the webhook's processes during the steered phases into this directory"
+    )
     args = parser.parse_args()
     args.pods = min(args.pods, 5000)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     cp = ControlPlane(
         ensure_binaries(), Path(tempfile.mkdtemp(prefix="draxr-bench-webhook.")), Options(scheduler=False, kwok=False)
     )
@@ -193,7 +407,8 @@ def main() -> int:
         result = asyncio.run(run(args, cp))
     finally:
         cp.stop()
-    rows = [("phase", "pods", "steered", "pods/s", "p50 ms", "p90 ms", "p99 ms", "handler mean ms")]
+    unplain = result["not called (namespace without the label)"]["pods_per_s"]
+    rows = [("phase", "pods", "steered", "pods/s", "x plain", "p50 ms", "p90 ms", "p99 ms", "API server's call ms")]
     for phase, r in result.items():
         rows.append(
             (
@@ -201,19 +416,38 @@ def main() -> int:
                 str(r["pods"]),
                 str(r["steered"]),
                 str(r["pods_per_s"]),
+                f"{r['pods_per_s'] / unplain:.2f}",
                 str(r["p50_ms"]),
                 str(r["p90_ms"]),
                 str(r["p99_ms"]),
-                str(r.get("webhook_handler_mean_ms", "-")),
+                str(r.get("apiserver_webhook_call_mean_ms", "-")),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = "\n".join("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows)
-    print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps({"pods": args.pods, "concurrency": args.concurrency, "phases": result}, indent=2) + "\n"
+    print(table(rows))
+    names = sorted({k for r in result.values() for k in r["cpu_cores"]})
+    print(
+        table(
+            [("phase (CPU, cores)", *names)]
+            + [(p, *(str(r["cpu_cores"].get(n, "-")) for n in names)) for p, r in result.items()]
+        )
     )
+    writes = sorted({k for r in result.values() for k in r["apiserver_writes"]})
+    print(
+        table(
+            [("phase (API writes)", *writes, "webhook conns")]
+            + [
+                (p, *(str(r["apiserver_writes"].get(w, 0)) for w in writes), str(r["webhook_connections"]))
+                for p, r in result.items()
+            ]
+        )
+    )
+    h = result["steered (opted-in namespace)"]
+    print(
+        f"draxr's handler: mean {h.get('handler_mean_ms')} ms, p50 {h.get('handler_p50')}, p99 {h.get('handler_p99')}"
+    )
+    meta = {"pods": args.pods, "concurrency": args.concurrency, "webhook_process": args.webhook_process}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**meta, "date": time.strftime("%Y-%m-%d"), "phases": result}, indent=2) + "\n")
     return 0
 
 
