@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -168,26 +169,30 @@ def cpu_snapshot(procs: dict[str, int]) -> dict[str, float]:
     return out
 
 
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
 async def apiserver_metrics(kube: Kube) -> dict[str, float]:
     """From kube-apiserver's /metrics: writes by verb and resource, and the webhook calls' duration."""
     async with await kube.stream("/metrics") as resp:
         text = await resp.text()
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "apiserver_request":
-            for sm in family.samples:
-                verb = sm.labels.get("verb", "")
-                if sm.name == "apiserver_request_total" and verb in ("POST", "PATCH", "PUT", "DELETE"):
-                    what = sm.labels.get("resource", "") + (
-                        f"/{sm.labels['subresource']}" if sm.labels.get("subresource") else ""
-                    )
-                    key = f"write {verb} {what}"
-                    out[key] = out.get(key, 0) + sm.value
-        elif family.name == "apiserver_admission_webhook_admission_duration_seconds":
-            for sm in family.samples:
-                if sm.name.endswith(("_sum", "_count")):
-                    key = "webhook call " + sm.name.rsplit("_", 1)[1]
-                    out[key] = out.get(key, 0) + sm.value
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name == "apiserver_request_total":
+            labels = dict(LABEL.findall(rest))
+            if labels.get("verb") not in ("POST", "PATCH", "PUT", "DELETE"):
+                continue
+            sub = labels.get("subresource")
+            key = f"write {labels['verb']} {labels.get('resource', '')}{'/' + sub if sub else ''}"
+        elif name in (
+            "apiserver_admission_webhook_admission_duration_seconds_sum",
+            "apiserver_admission_webhook_admission_duration_seconds_count",
+        ):
+            key = "webhook call " + name.rsplit("_", 1)[1]
+        else:
+            continue
+        out[key] = out.get(key, 0) + float(rest.rpartition(" ")[2])
     return out
 
 
