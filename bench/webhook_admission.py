@@ -1,14 +1,14 @@
 """What the admission webhook costs pod creation: the same pods created in a namespace the webhook
-does not see, in an opted-in namespace (draxr steers every pod), there again with draxr stopped
-(failurePolicy Ignore: connection refused, pods admitted unchanged), and there once more with the
-webhook's server process alone (``draxr.webhook_child`` fed by this script: admission without the
-operator that schedules the steered pods).
+does not see; in an opted-in namespace (draxr steers every pod) with draxr leading, so that it also
+tries to schedule each (no nodes: a PodScheduled=False patch and a FailedScheduling Event per pod);
+in another with draxr standing by behind a Lease this script holds (a second replica's view: watches
+and webhook, no writes); with draxr stopped (failurePolicy Ignore: connection refused, pods admitted
+unchanged); and with the webhook's server process alone (``draxr.webhook_child`` fed by this script).
 
     .venv/bin/python bench/webhook_admission.py --pods 2000 --concurrency 16 [--webhook-process false]
 
-A fresh control plane on 127.0.0.1 (no kube-scheduler, no kwok: pods stay Pending, so admission is
-what is measured, though draxr still tries to schedule every steered pod: a status patch and an Event
-each), one DeviceClass mapping ``example.com/gpu``, the manifests' MutatingWebhookConfiguration
+A fresh control plane on 127.0.0.1 (no kube-scheduler, no kwok: pods stay Pending), one DeviceClass
+mapping ``example.com/gpu``, the manifests' MutatingWebhookConfiguration
 pointed at ``draxr run`` on a loopback port by url. Latency is the bench client's create request,
 end to end. Per phase also: the CPU each process used (in cores: CPU seconds / wall seconds), the
 API server's writes, its own view of the webhook call (apiserver_admission_webhook_admission_duration
@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from draxr.core import certs
+from draxr.core.claims import micro_time
 from draxr.core.mapping import build_mapping, mapping_to_data
 from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube
+from draxr.leader import LEASES
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
@@ -50,6 +53,9 @@ from draxr_dev.devcluster.process import DraxrProcess
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 RESOURCE = "example.com/gpu"
+BENCH_NS = "draxr-bench"
+LEADING = "steered, draxr leading (it schedules each pod)"
+STANDBY = "steered, draxr standing by (admission only)"
 
 
 def log(msg: str) -> None:
@@ -265,11 +271,18 @@ async def measured(
     return result
 
 
-def start_draxr(cp: ControlPlane, port: int, metrics_port: int, webhook_process: str | None) -> DraxrProcess:
+def start_draxr(
+    cp: ControlPlane, port: int, metrics_port: int, webhook_process: str | None, standby: bool = False
+) -> DraxrProcess:
+    """Leading (no leader election: it schedules every steered pod), or standing by behind the
+    bench's Lease (as the second replica of the Deployment: watches and webhook, no writes)."""
+    election = (
+        ["--leader-elect", "true", "--leader-election-namespace", BENCH_NS] if standby else ["--leader-elect", "false"]
+    )
     args = [
-        "--kubeconfig", str(cp.kubeconfig), "--leader-elect", "false",
+        "--kubeconfig", str(cp.kubeconfig), *election,
         "--bind-address", LOOPBACK, "--metrics-port", str(metrics_port), "--health-port", "0",
-        "--webhook-port", str(port), "--webhook-namespace", "draxr-bench", "--webhook-extra-hosts", LOOPBACK,
+        "--webhook-port", str(port), "--webhook-namespace", BENCH_NS, "--webhook-extra-hosts", LOOPBACK,
         "--log-level", "warning",
     ]  # fmt: skip
     if webhook_process is not None:  # (unset: the default of the draxr being measured)
@@ -287,7 +300,7 @@ class LoneWebhook:
         self.writer: asyncio.StreamWriter | None = None
 
     async def start(self, kube: Kube) -> None:
-        secret = await kube.get(SECRETS, "draxr-webhook-tls", "draxr-bench")
+        secret = await kube.get(SECRETS, "draxr-webhook-tls", BENCH_NS)
         pki = certs.Pki.from_secret_data(secret["data"])
         assert pki is not None
         mapping = build_mapping(await kube.list(DEVICE_CLASSES))
@@ -316,6 +329,34 @@ class LoneWebhook:
             await self.proc.wait()
 
 
+async def hold_lease(kube: Kube) -> None:
+    """The Lease draxr would take, held by someone else for an hour: a draxr started now stands by."""
+    now = micro_time(datetime.now(UTC))
+    spec = {"holderIdentity": "bench", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "draxr"}, "spec": spec}
+    await kube.create(LEASES, body, BENCH_NS)
+
+
+async def steering(kube: Kube, namespace: str, draxr: DraxrProcess) -> None:
+    """Until a dry-run pod in ``namespace`` comes out steered (the webhook serves and is trusted)."""
+    deadline = time.monotonic() + 90
+    while True:
+        probe = await kube.request("POST", PODS.path(namespace), pod(-1), query={"dryRun": "All"})
+        if probe["spec"].get("schedulerName") == "draxr":
+            return
+        if time.monotonic() > deadline or draxr.poll() is not None:
+            raise RuntimeError("draxr's webhook did not steer")
+        await asyncio.sleep(0.2)
+
+
+def leading(metrics_port: int) -> float | None:
+    text = urllib.request.urlopen(f"http://{LOOPBACK}:{metrics_port}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith('draxr_leader_election_master_status{name="draxr"}'):
+            return float(line.split()[-1])
+    return None
+
+
 async def opted_in(kube: Kube, name: str) -> str:
     labels = {"draxr.io/enabled": "true"}
     await kube.create(
@@ -326,7 +367,7 @@ async def opted_in(kube: Kube, name: str) -> str:
 
 async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
     async with await Kube.from_kubeconfig(cp.kubeconfig) as kube:
-        for ns, labels in (("plain", {}), ("opted-in", {"draxr.io/enabled": "true"}), ("draxr-bench", {})):
+        for ns, labels in (("plain", {}), ("opted-in", {"draxr.io/enabled": "true"}), (BENCH_NS, {})):
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}
             await kube.create(NAMESPACES, body)
         await fakedriver.apply(
@@ -364,7 +405,18 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
             procs["draxr"] = draxr.pid
             result: dict[str, Any] = {}
             result["not called (namespace without the label)"] = await phase("plain")
-            result["steered (opted-in namespace)"] = await phase("opted-in", metrics_port, draxr.pid)
+            await steering(kube, "opted-in", draxr)
+            result[LEADING] = await phase("opted-in", metrics_port, draxr.pid)
+            result[LEADING]["leader"] = await asyncio.to_thread(leading, metrics_port)
+            draxr.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(draxr.proc.wait, 30)
+            await hold_lease(kube)
+            draxr = start_draxr(cp, port, metrics_port, args.webhook_process, standby=True)
+            procs["draxr"] = draxr.pid
+            ns = await opted_in(kube, "opted-in-standby")
+            await steering(kube, ns, draxr)
+            result[STANDBY] = await phase(ns, metrics_port, draxr.pid)
+            result[STANDBY]["leader"] = await asyncio.to_thread(leading, metrics_port)
             draxr.send_signal(signal.SIGTERM)
             await asyncio.to_thread(draxr.proc.wait, 30)
             del procs["draxr"]
@@ -446,10 +498,12 @@ def main() -> int:
             ]
         )
     )
-    h = result["steered (opted-in namespace)"]
-    print(
-        f"draxr's handler: mean {h.get('handler_mean_ms')} ms, p50 {h.get('handler_p50')}, p99 {h.get('handler_p99')}"
-    )
+    for name in (LEADING, STANDBY):
+        h = result[name]
+        print(
+            f"{name}: draxr's handler mean {h.get('handler_mean_ms')} ms, p50 {h.get('handler_p50')}, "
+            f"p99 {h.get('handler_p99')}; leader gauge {h.get('leader')}"
+        )
     meta = {"pods": args.pods, "concurrency": args.concurrency, "webhook_process": args.webhook_process}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "date": time.strftime("%Y-%m-%d"), "phases": result}, indent=2) + "\n")
