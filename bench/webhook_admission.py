@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,30 +95,69 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def create_all(kube: Kube, namespace: str, pods: int, concurrency: int) -> dict[str, Any]:
-    latencies: list[float] = []
-    steered = 0
+@dataclass
+class Batch:
+    """Raw figures of pod creations (one batch, or several added up)."""
+
+    pods: int = 0
+    steered: int = 0
+    wall: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # seconds, by process
+    writes: dict[str, float] = field(default_factory=dict)  # the API server's, by verb and resource
+    calls: float = 0.0  # the API server's webhook calls
+    call_seconds: float = 0.0
+    connections: set[str] = field(default_factory=set)
+    handler: dict[str, float] = field(default_factory=dict)  # draxr's histogram, delta
+    load: list[float] = field(default_factory=list)  # the machine's 1-minute load average at the end
+
+    def add(self, other: Batch) -> None:
+        self.pods += other.pods
+        self.steered += other.steered
+        self.wall += other.wall
+        self.latencies += other.latencies
+        for mine, theirs in ((self.cpu, other.cpu), (self.writes, other.writes), (self.handler, other.handler)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.calls += other.calls
+        self.call_seconds += other.call_seconds
+        self.connections |= other.connections
+        self.load += other.load
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pods": self.pods,
+            "steered": self.steered,
+            "pods_per_s": round(self.pods / self.wall, 1),
+            "p50_ms": round(pct(self.latencies, 0.5) * 1000, 2),
+            "p90_ms": round(pct(self.latencies, 0.9) * 1000, 2),
+            "p99_ms": round(pct(self.latencies, 0.99) * 1000, 2),
+            "cpu_cores": {k: round(v / self.wall, 2) for k, v in sorted(self.cpu.items()) if v > 0},
+            "apiserver_writes": {k: int(v) for k, v in sorted(self.writes.items())},
+            "webhook_connections": len(self.connections),
+            "load_average": round(sum(self.load) / len(self.load), 1) if self.load else None,
+        }
+        if self.calls:
+            out["apiserver_webhook_call_mean_ms"] = round(self.call_seconds / self.calls * 1000, 2)
+        return out | histogram_summary(self.handler)
+
+
+async def create_all(kube: Kube, namespace: str, first: int, pods: int, concurrency: int) -> Batch:
+    """Pods ``p<first>`` .. in ``namespace``, ``concurrency`` create requests in flight."""
+    batch = Batch(pods=pods)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
-        nonlocal steered
         async with sem:
             t0 = time.perf_counter()
             created = await kube.create(PODS, pod(i), namespace)
-            latencies.append(time.perf_counter() - t0)
-            steered += created["spec"].get("schedulerName") == "draxr"
+            batch.latencies.append(time.perf_counter() - t0)
+            batch.steered += created["spec"].get("schedulerName") == "draxr"
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(pods)))
-    wall = time.perf_counter() - t0
-    return {
-        "pods": pods,
-        "steered": steered,
-        "pods_per_s": round(pods / wall, 1),
-        "p50_ms": round(pct(latencies, 0.5) * 1000, 2),
-        "p90_ms": round(pct(latencies, 0.9) * 1000, 2),
-        "p99_ms": round(pct(latencies, 0.99) * 1000, 2),
-    }
+    await asyncio.gather(*(one(i) for i in range(first, first + pods)))
+    batch.wall = time.perf_counter() - t0
+    return batch
 
 
 def webhook_metrics(port: int) -> dict[str, float]:
@@ -132,14 +172,16 @@ def webhook_metrics(port: int) -> dict[str, float]:
     return found
 
 
-def histogram_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-    """Mean, and p50/p99 as the bucket bound they fall under, of the reviews answered in between."""
-    count = after.get("count", 0) - before.get("count", 0)
+def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+
+
+def histogram_summary(h: dict[str, float]) -> dict[str, Any]:
+    """Mean, and p50/p99 as the bucket bound they fall under, of the reviews in a histogram delta."""
+    count = h.get("count", 0)
     if count <= 0:
         return {}
-    buckets = sorted(
-        (float(k[3:]), after[k] - before.get(k, 0)) for k in after if k.startswith("le=") and k != "le=+Inf"
-    )
+    buckets = sorted((float(k[3:]), n) for k, n in h.items() if k.startswith("le=") and k != "le=+Inf")
 
     def under(q: float) -> str:
         for bound, n in buckets:
@@ -147,7 +189,7 @@ def histogram_delta(before: dict[str, float], after: dict[str, float]) -> dict[s
                 return f"<= {bound * 1000:g} ms"
         return f"> {buckets[-1][0] * 1000:g} ms"
 
-    mean = (after.get("sum", 0) - before.get("sum", 0)) / count * 1000
+    mean = h.get("sum", 0) / count * 1000
     return {"handler_mean_ms": round(mean, 3), "handler_p50": under(0.5), "handler_p99": under(0.99)}
 
 
@@ -202,6 +244,13 @@ async def apiserver_metrics(kube: Kube) -> dict[str, float]:
     return out
 
 
+async def apiserver_pprof(kube: Kube, out: Path, seconds: int = 5) -> None:
+    """kube-apiserver's CPU profile over the next ``seconds`` (``go tool pprof -top`` reads it)."""
+    async with await kube.stream("/debug/pprof/profile", {"seconds": seconds}) as resp:
+        data = await resp.read()
+    await asyncio.to_thread(out.write_bytes, data)
+
+
 class Connections:
     """The distinct client ends of TCP connections to the webhook's port, sampled while a phase runs
     (/proc/net/tcp): with keep-alive a handful serve every call, with a handshake per call thousands."""
@@ -237,38 +286,76 @@ async def measured(
     kube: Kube,
     procs: dict[str, int],
     webhook_port: int,
-    run: Callable[[], Awaitable[dict[str, Any]]],
+    run: Callable[[], Awaitable[Batch]],
     draxr_metrics_port: int | None = None,
-    profile: tuple[int, Path] | None = None,
-) -> dict[str, Any]:
-    """``run()``'s figures plus what each process and the API server did meanwhile (and, with
-    ``profile``, py-spy's samples of that process)."""
+) -> Batch:
+    """``run()``'s figures plus what each process and the API server did meanwhile."""
     api0 = await apiserver_metrics(kube)
     hist0 = await asyncio.to_thread(webhook_metrics, draxr_metrics_port) if draxr_metrics_port else {}
     conns = Connections(webhook_port)
     sampler = asyncio.create_task(conns.run())
-    spy = py_spy(*profile) if profile else None
-    cpu0, t0 = cpu_snapshot(procs), time.perf_counter()
+    cpu0 = cpu_snapshot(procs)
     try:
-        result = await run()
+        batch = await run()
     finally:
-        cpu1, wall = cpu_snapshot(procs), time.perf_counter() - t0
+        cpu1 = cpu_snapshot(procs)
         sampler.cancel()
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            await asyncio.to_thread(spy.wait, 60)
-    api1 = await apiserver_metrics(kube)
-    result["cpu_cores"] = {k: round((cpu1[k] - cpu0.get(k, 0)) / wall, 2) for k in cpu1 if cpu1[k] - cpu0.get(k, 0)}
-    delta = {k: api1[k] - api0.get(k, 0) for k in api1 if api1[k] - api0.get(k, 0) > 0}
-    calls = delta.pop("webhook call count", 0)
-    spent = delta.pop("webhook call sum", 0)
-    if calls:
-        result["apiserver_webhook_call_mean_ms"] = round(spent / calls * 1000, 2)
-    result["apiserver_writes"] = {k.removeprefix("write "): int(v) for k, v in sorted(delta.items())}
-    result["webhook_connections"] = len(conns.seen)
+    api = delta(api0, await apiserver_metrics(kube))
+    batch.cpu = delta(cpu0, cpu1)
+    batch.calls = api.pop("webhook call count", 0)
+    batch.call_seconds = api.pop("webhook call sum", 0)
+    batch.writes = {k.removeprefix("write "): v for k, v in api.items()}
+    batch.connections = conns.seen
+    batch.load = [os.getloadavg()[0]]
     if draxr_metrics_port:
-        result |= histogram_delta(hist0, await asyncio.to_thread(webhook_metrics, draxr_metrics_port))
-    return result
+        batch.handler = delta(hist0, await asyncio.to_thread(webhook_metrics, draxr_metrics_port))
+    return batch
+
+
+class Phases:
+    """Each phase interleaved with creations where the webhook is not called, in ``rounds`` rounds:
+    a 2-core box shared with other work drifts, and a ratio is only worth something when both of
+    its sides saw the same drift."""
+
+    def __init__(self, kube: Kube, procs: dict[str, int], port: int, args: argparse.Namespace) -> None:
+        self.kube, self.procs, self.port, self.args = kube, procs, port, args
+        self.result: dict[str, Any] = {}
+
+    def _batch(self, namespace: str, first: int, pprof: Path | None = None) -> Callable[[], Awaitable[Batch]]:
+        per = self.args.pods // self.args.rounds
+
+        async def batch() -> Batch:
+            if pprof is None:
+                return await create_all(self.kube, namespace, first, per, self.args.concurrency)
+            profile = asyncio.create_task(apiserver_pprof(self.kube, pprof))
+            try:
+                return await create_all(self.kube, namespace, first, per, self.args.concurrency)
+            finally:
+                await profile
+
+        return batch
+
+    async def run(self, name: str, namespace: str, metrics_port: int | None = None, spied: int | None = None) -> None:
+        a = self.args
+        plain, phase = Batch(), Batch()
+        per = a.pods // a.rounds
+        spy = py_spy(spied, a.profile / f"{namespace}.txt") if a.profile and spied else None
+        try:
+            for r in range(a.rounds):
+                for ns, into, metrics in (("plain", plain, None), (namespace, phase, metrics_port)):
+                    first = len(self.result) * a.pods + r * per  # (pod names unique in "plain" too)
+                    pprof = a.pprof / f"{namespace}-{'plain' if ns == 'plain' else 'steered'}.pb.gz"
+                    run = self._batch(ns, first, pprof if a.pprof and r == 0 else None)
+                    into.add(await measured(self.kube, self.procs, self.port, run, metrics))
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                await asyncio.to_thread(spy.wait, 60)
+        out = phase.summary()
+        out["plain_pods_per_s"] = plain.summary()["pods_per_s"]
+        out["x_plain"] = round(out["pods_per_s"] / out["plain_pods_per_s"], 2)
+        out["plain"] = plain.summary()
+        self.result[name] = out
 
 
 def start_draxr(
@@ -337,15 +424,15 @@ async def hold_lease(kube: Kube) -> None:
     await kube.create(LEASES, body, BENCH_NS)
 
 
-async def steering(kube: Kube, namespace: str, draxr: DraxrProcess) -> None:
+async def steering(kube: Kube, namespace: str, alive: Callable[[], bool]) -> None:
     """Until a dry-run pod in ``namespace`` comes out steered (the webhook serves and is trusted)."""
     deadline = time.monotonic() + 90
     while True:
         probe = await kube.request("POST", PODS.path(namespace), pod(-1), query={"dryRun": "All"})
         if probe["spec"].get("schedulerName") == "draxr":
             return
-        if time.monotonic() > deadline or draxr.poll() is not None:
-            raise RuntimeError("draxr's webhook did not steer")
+        if time.monotonic() > deadline or not alive():
+            raise RuntimeError("the webhook did not steer")
         await asyncio.sleep(0.2)
 
 
@@ -384,13 +471,7 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
         }
         draxr = start_draxr(cp, port, metrics_port, args.webhook_process)
         lone = LoneWebhook(port)
-
-        def phase(namespace: str, metrics: int | None = None, spied: int | None = None) -> Awaitable[dict[str, Any]]:
-            profile = (spied, args.profile / f"{namespace}.txt") if args.profile and spied else None
-            return measured(
-                kube, procs, port, lambda: create_all(kube, namespace, args.pods, args.concurrency), metrics, profile
-            )
-
+        phases = Phases(kube, procs, port, args)
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -400,35 +481,31 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
                 if time.monotonic() > deadline or draxr.poll() is not None:
                     raise RuntimeError("draxr did not set up its webhook")
                 await asyncio.sleep(0.2)
-            await asyncio.sleep(2)  # serving, and the API server has the caBundle
+            await steering(kube, "opted-in", lambda: draxr.poll() is None)
             log(f"webhook up on {LOOPBACK}:{port}; {args.pods} pods per phase, concurrency {args.concurrency}")
             procs["draxr"] = draxr.pid
-            result: dict[str, Any] = {}
-            result["not called (namespace without the label)"] = await phase("plain")
-            await steering(kube, "opted-in", draxr)
-            result[LEADING] = await phase("opted-in", metrics_port, draxr.pid)
-            result[LEADING]["leader"] = await asyncio.to_thread(leading, metrics_port)
+            await phases.run(LEADING, "opted-in", metrics_port, draxr.pid)
+            phases.result[LEADING]["leader"] = await asyncio.to_thread(leading, metrics_port)
             draxr.send_signal(signal.SIGTERM)
             await asyncio.to_thread(draxr.proc.wait, 30)
             await hold_lease(kube)
             draxr = start_draxr(cp, port, metrics_port, args.webhook_process, standby=True)
             procs["draxr"] = draxr.pid
             ns = await opted_in(kube, "opted-in-standby")
-            await steering(kube, ns, draxr)
-            result[STANDBY] = await phase(ns, metrics_port, draxr.pid)
-            result[STANDBY]["leader"] = await asyncio.to_thread(leading, metrics_port)
+            await steering(kube, ns, lambda: draxr.poll() is None)
+            await phases.run(STANDBY, ns, metrics_port, draxr.pid)
+            phases.result[STANDBY]["leader"] = await asyncio.to_thread(leading, metrics_port)
             draxr.send_signal(signal.SIGTERM)
             await asyncio.to_thread(draxr.proc.wait, 30)
             del procs["draxr"]
-            result["draxr stopped (opted-in, Ignore)"] = await phase(await opted_in(kube, "opted-in-2"))
+            await phases.run("draxr stopped (opted-in, Ignore)", await opted_in(kube, "opted-in-2"))
             await lone.start(kube)
             assert lone.proc is not None
             procs["webhook process alone"] = lone.proc.pid
-            await asyncio.sleep(2)  # (the API server's first calls find the new server)
-            result["steered by the webhook process alone"] = await phase(
-                await opted_in(kube, "opted-in-3"), spied=lone.proc.pid
-            )
-            return result
+            ns = await opted_in(kube, "opted-in-3")
+            await steering(kube, ns, lambda: lone.proc is not None and lone.proc.returncode is None)
+            await phases.run("steered by the webhook process alone", ns, spied=lone.proc.pid)
+            return phases.result
         finally:
             await lone.stop()
             if draxr.poll() is None:
@@ -449,13 +526,20 @@ def main() -> int:
     parser.add_argument(
         "--webhook-process", choices=("true", "false"), help="draxr's --webhook-process (default: draxr's default)"
     )
+    parser.add_argument("--rounds", type=int, default=4, help="each phase in this many batches, each after a plain one")
     parser.add_argument(
-        "--profile", type=Path, help="py-spy the webhook's processes during the steered phases into this directory"
+        "--profile",
+        type=Path,
+        help="py-spy the webhook's processes during the steered phases into this directory (best with --rounds 1)",
+    )
+    parser.add_argument(
+        "--pprof", type=Path, help="kube-apiserver's CPU profiles (5 s, first round) into this directory"
     )
     args = parser.parse_args()
     args.pods = min(args.pods, 5000)
-    if args.profile:
-        args.profile.mkdir(parents=True, exist_ok=True)
+    for d in (args.profile, args.pprof):
+        if d:
+            d.mkdir(parents=True, exist_ok=True)
     cp = ControlPlane(
         ensure_binaries(), Path(tempfile.mkdtemp(prefix="draxr-bench-webhook.")), Options(scheduler=False, kwok=False)
     )
@@ -464,28 +548,28 @@ def main() -> int:
         result = asyncio.run(run(args, cp))
     finally:
         cp.stop()
-    unplain = result["not called (namespace without the label)"]["pods_per_s"]
-    rows = [("phase", "pods", "steered", "pods/s", "x plain", "p50 ms", "p90 ms", "p99 ms", "API server's call ms")]
+    head = ("phase", "pods", "steered", "pods/s", "plain pods/s", "x plain", "p50 ms", "p99 ms", "API server's call ms")
+    rows: list[tuple[str, ...]] = [head]
     for phase, r in result.items():
-        rows.append(
-            (
-                phase,
-                str(r["pods"]),
-                str(r["steered"]),
-                str(r["pods_per_s"]),
-                f"{r['pods_per_s'] / unplain:.2f}",
-                str(r["p50_ms"]),
-                str(r["p90_ms"]),
-                str(r["p99_ms"]),
-                str(r.get("apiserver_webhook_call_mean_ms", "-")),
-            )
+        cells = (
+            r["pods"],
+            r["steered"],
+            r["pods_per_s"],
+            r["plain_pods_per_s"],
+            r["x_plain"],
+            r["p50_ms"],
+            r["p99_ms"],
         )
+        rows.append((phase, *map(str, cells), str(r.get("apiserver_webhook_call_mean_ms", "-"))))
     print(table(rows))
     names = sorted({k for r in result.values() for k in r["cpu_cores"]})
     print(
         table(
-            [("phase (CPU, cores)", *names)]
-            + [(p, *(str(r["cpu_cores"].get(n, "-")) for n in names)) for p, r in result.items()]
+            [("phase (CPU, cores)", *names, "load avg")]
+            + [
+                (p, *(str(r["cpu_cores"].get(n, "-")) for n in names), str(r["load_average"]))
+                for p, r in result.items()
+            ]
         )
     )
     writes = sorted({k for r in result.values() for k in r["apiserver_writes"]})
@@ -504,7 +588,12 @@ def main() -> int:
             f"{name}: draxr's handler mean {h.get('handler_mean_ms')} ms, p50 {h.get('handler_p50')}, "
             f"p99 {h.get('handler_p99')}; leader gauge {h.get('leader')}"
         )
-    meta = {"pods": args.pods, "concurrency": args.concurrency, "webhook_process": args.webhook_process}
+    meta = {
+        "pods": args.pods,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+        "webhook_process": args.webhook_process,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "date": time.strftime("%Y-%m-%d"), "phases": result}, indent=2) + "\n")
     return 0
