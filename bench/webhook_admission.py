@@ -344,8 +344,10 @@ class Phases:
             for r in range(a.rounds):
                 for ns, into, metrics in (("plain", plain, None), (namespace, phase, metrics_port)):
                     first = len(self.result) * a.pods + r * per  # (pod names unique in "plain" too)
-                    pprof = a.pprof / f"{namespace}-{'plain' if ns == 'plain' else 'steered'}.pb.gz"
-                    run = self._batch(ns, first, pprof if a.pprof and r == 0 else None)
+                    pprof = None
+                    if a.pprof and r == 0:
+                        pprof = a.pprof / f"{namespace}-{'plain' if ns == 'plain' else 'steered'}.pb.gz"
+                    run = self._batch(ns, first, pprof)
                     into.add(await measured(self.kube, self.procs, self.port, run, metrics))
         finally:
             if spy is not None:
