@@ -542,9 +542,9 @@ def main() -> int:
     for d in (args.profile, args.pprof):
         if d:
             d.mkdir(parents=True, exist_ok=True)
-    cp = ControlPlane(
-        ensure_binaries(), Path(tempfile.mkdtemp(prefix="draxr-bench-webhook.")), Options(scheduler=False, kwok=False)
-    )
+    extra = ("--profiling=true",) if args.pprof else ()  # (the dev control plane turns it off)
+    options = Options(scheduler=False, kwok=False, apiserver_extra_args=extra)
+    cp = ControlPlane(ensure_binaries(), Path(tempfile.mkdtemp(prefix="draxr-bench-webhook.")), options)
     cp.start()
     try:
         result = asyncio.run(run(args, cp))
