@@ -336,7 +336,7 @@ class Operator:  # implements handlers.Sink
 def webhook_server(
     certs: CertKeeper, settings: Settings, mapping: Callable[[], ExtendedResourceMapping | None]
 ) -> WebhookServer | WebhookProcess:
-    """The admission webhook's server: a process of its own (default) or a thread of this one."""
+    """The admission webhook's server: a thread of this process (default) or a process of its own."""
     return (WebhookProcess if settings.webhook_process else WebhookServer)(certs, settings, mapping)
 
 

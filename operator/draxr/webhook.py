@@ -155,13 +155,13 @@ class _Running:
 
 class WebhookServer:
     """HTTPS on ``bind_address:webhook_port`` with the certificate the keeper loads from the Secret,
-    in a thread of this process (``--webhook-process false``; see ``webhook_proc`` for the default).
+    in a thread of this process (the default; ``--webhook-process true``: ``webhook_proc``).
 
     It runs in a thread with its own event loop: admission latency must not queue behind the main
     loop's watch events and scheduling cycles (under a burst of pod creations the main loop is busy
     by design, and a reply later than the configuration's timeout admits the pod unsteered). The
     decision only reads the current mapping, an immutable object swapped by reference. (The thread
-    still shares the GIL with that loop: see bench/README.)
+    still shares the GIL with that loop: bench/README measures what that costs.)
 
     Every replica serves from its own warm view; only the leader runs ``CertKeeper.ensure_loop``.
     Until a certificate exists nothing listens: the API server's calls fail and, failurePolicy

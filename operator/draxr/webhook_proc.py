@@ -1,8 +1,9 @@
-"""The admission webhook in a server process of its own (``--webhook-process``, the default).
+"""The admission webhook in a server process of its own (``--webhook-process true``).
 
-Measured (bench/README): in a thread of the operator the webhook shares the GIL with the watches
-and scheduling cycles of the very pods it admits, and a burst of steered pod creations queues
-behind them. The child (``webhook_child``) answers from what this supervisor sends it over a
+In a thread of the operator (the default) the webhook shares the GIL with the watches and
+scheduling cycles of the very pods it admits; here it does not, at the price of a process and of
+about 0.4 ms more CPU per review (bench/README: on 2 cores that CPU, not the GIL, is the bound, so
+the thread stays the default). The child (``webhook_child``) answers from what this supervisor sends it over a
 socket pair: the settings, the serving certificate and every rotation (``CertKeeper.deliver``), and
 the mapping whenever it changes (``mapping_changed``, called where the operator's view changes,
 and checked again at every message from the child). The child sends back what it counted, which

@@ -519,10 +519,11 @@ async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_worki
             webhook_cert_validity_seconds=15,
             webhook_cert_check_seconds=0.5,
             webhook_rotation_grace_seconds=2,
+            webhook_process=True,  # (each rotation is sent to the server process)
         )
         keeper = CertKeeper(kube, settings)
         server = webhook_server(keeper, settings, lambda: webhook_ready.state.mapping)
-        assert isinstance(server, WebhookProcess)  # (the default: each rotation is sent to its process)
+        assert isinstance(server, WebhookProcess)
         tasks = [asyncio.create_task(keeper.ensure_loop()), asyncio.create_task(server.serve())]
         try:
             await asyncio.wait_for(keeper.loaded.wait(), 30)
@@ -587,6 +588,7 @@ async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespac
         webhook_namespace=namespace,
         webhook_secret_name=names,
         webhook_self_signed=False,
+        webhook_process=True,  # (the new certificate is sent to the server process)
     )
     keeper = CertKeeper(kube, settings)
     await keeper.reload_once()

@@ -1,4 +1,4 @@
-"""The admission webhook's server process (``--webhook-process``, the default) on the real control
+"""The admission webhook's server process (``--webhook-process true``) on the real control
 plane: a child that dies is restarted and steers again; one that cannot come back fails /healthz
 and ends the operator; every mapping change (DeviceClass, ExtendedResourceMapping) reaches it; what
 it counts lands in the operator's metrics. (Certificate rotation through the process:
@@ -86,7 +86,7 @@ async def test_mapping_changes_reach_the_webhook_process_and_its_counts_the_metr
     kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str, mapping_crd: None
 ) -> None:
     """A new DeviceClass name, an ExtendedResourceMapping over it, and both going away: each change
-    shows in the answers of the (default) server process, and each answer in the operator's metrics."""
+    shows in the answers of the session's server process, and each answer in the operator's metrics."""
     await mapped(webhook_ready, fleet)
     process_of(webhook_ready)
     cls, cr = f"{names}-new", f"{names}-cr"
@@ -167,6 +167,7 @@ async def test_a_webhook_process_that_cannot_come_back_fails_liveness_and_ends_t
         health=True,
         extra=[
             "--leader-elect", "false",
+            "--webhook-process", "true",
             "--webhook-port", str(port),
             "--webhook-namespace", namespace,
             "--webhook-secret-name", names,
