@@ -21,9 +21,9 @@ if [ $# -gt 0 ]; then
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
     case "$arg" in tests|tests/|tests/realnode*) needs_node=1 ;; esac
     case "$arg" in tests|tests/|tests/differential*) needs_diff=1 ;; esac
-    case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*) needs_helm=1 ;; esac
+    case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*|tests/realnode*) needs_helm=1 ;; esac
     case "$arg" in tests|tests/|tests/monitoring*) needs_promtool=1 ;; esac
-    case "$arg" in tests|tests/|tests/image*) needs_image=1 ;; esac
+    case "$arg" in tests|tests/|tests/image*|tests/realnode*) needs_image=1 ;; esac
   done
 fi
 # Started first and in the background, waited for before pytest: draxr's image (tests/image; cold it

@@ -50,7 +50,7 @@ async def service_account_dir(
 
 
 def _write_sa_dir(into: Path, token: str, ca: Path) -> Path:
-    into.mkdir(parents=True)
+    into.mkdir(parents=True, exist_ok=True)  # (again: a fresh token for a recreated ServiceAccount)
     (into / "token").write_text(token)
     shutil.copyfile(ca, into / "ca.crt")
     return into

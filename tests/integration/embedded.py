@@ -73,7 +73,9 @@ class OperatorThread:
     operator loses its lease and ends, and every later test of the session fails for it.
 
     It is not restarted when it ends: ``problem()`` says why, and the session's fixtures fail the
-    next test that needs it with that reason."""
+    next test that needs it with that reason. A test module that lends its names (its Lease, its
+    webhook port) to draxr's own pods ``pause()``s it, a clean stop that gives the Lease up, and
+    ``restart()``s it afterwards on the same thread and loop; while paused, ``problem()`` says so."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -83,6 +85,7 @@ class OperatorThread:
         self._task: asyncio.Task[None] | None = None
         self._kube: Kube | None = None
         self.operator: Operator | None = None
+        self.paused: str | None = None  # why, while paused
 
     def start(self, timeout: float = 90) -> Operator:
         """Blocks until the operator's initial sync is done (call it with ``asyncio.to_thread``)."""
@@ -110,10 +113,31 @@ class OperatorThread:
         self.operator = op
         return op
 
+    def pause(self, why: str, timeout: float = 90) -> None:
+        """Stop the operator cleanly (it releases its Lease and closes its servers and clients) and
+        keep the thread and loop for ``restart()``. Raises if it does not end within ``timeout``."""
+        self._call(self._stop_operator(), timeout)
+        assert self._task is None or self._task.done(), "the embedded operator did not stop"
+        self.paused = why
+
+    def restart(self, timeout: float = 90) -> Operator:
+        """A new operator with the same settings, once ``pause()`` (or its own end) stopped the last
+        one; blocks until its initial sync is done (call it with ``asyncio.to_thread``)."""
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("the embedded operator still runs: pause() it first")
+        if not self.thread.is_alive():
+            raise RuntimeError("the embedded operator's thread ended")
+        self.operator = None
+        self._task = None
+        self.paused = None
+        return self._call(self._start(), timeout)
+
     def problem(self) -> str | None:
-        """None while the operator runs; else why it ended."""
+        """None while the operator runs; else why it ended (or that it is paused)."""
         if not self.thread.is_alive():
             return "its thread ended"
+        if self.paused is not None:
+            return f"it is paused: {self.paused}"
         task = self._task
         if task is None or not task.done():
             return None
@@ -140,6 +164,9 @@ class OperatorThread:
                 self.loop.close()
 
     async def _shutdown(self) -> None:
+        await self._stop_operator()
+
+    async def _stop_operator(self) -> None:
         if self._stop is not None and self._task is not None:
             self._stop.set()
             await asyncio.wait([self._task], timeout=60)
@@ -147,3 +174,4 @@ class OperatorThread:
                 self._task.exception()  # retrieved here: problem() reported it
         if self._kube is not None:
             await self._kube.close()
+            self._kube = None

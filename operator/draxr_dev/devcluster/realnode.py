@@ -326,6 +326,19 @@ class RealNode:
                             events.append(obj)
         return events
 
+    def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``ctr`` against this node's containerd, in kubelet's namespace (k8s.io)."""
+        return self._ctr(*args)
+
+    def import_image(self, archive: Path) -> list[str]:
+        """Import an OCI archive into this node's containerd (kubelet's namespace), as its pods
+        then find it without a registry; returns the image references it holds afterwards."""
+        out = self._ctr("images", "import", str(archive))
+        if out.returncode != 0:
+            raise RealNodeError(f"ctr images import {archive} failed: {out.stdout}{out.stderr}")
+        listed = self._ctr("images", "ls", "-q")
+        return sorted(listed.stdout.split())
+
     def allocatable(self, resource: str) -> int:
         status, node = self._api("GET", f"/api/v1/nodes/{self.name}")
         if status != 200 or node is None:
@@ -479,7 +492,7 @@ class RealNode:
             [str(self.binaries / "ctr"), f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=180,  # (an image import of ~100 MB on 2 busy cores)
             check=False,
         )
 
