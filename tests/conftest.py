@@ -122,6 +122,7 @@ async def operator_thread(
         # The admission webhook on loopback; the installed MutatingWebhookConfiguration calls it by url.
         bind_address="127.0.0.1",
         webhook_port=manifests.WEBHOOK_PORT,
+        webhook_process=True,  # (the default is the thread: the suite exercises the process; test_webhook the thread)
         webhook_namespace="draxr-system",
         webhook_extra_hosts="127.0.0.1",
         webhook_cert_check_seconds=1,

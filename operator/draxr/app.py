@@ -7,7 +7,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from prometheus_client import start_http_server
 
 from draxr import cluster_metrics, logs, metrics
 from draxr.core import gc, mappings_crd
+from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.handlers import targets
@@ -29,6 +30,7 @@ from draxr.settings import Settings
 from draxr.takeover import catch_up
 from draxr.watch import Informer
 from draxr.webhook import WebhookServer
+from draxr.webhook_proc import WebhookProcess
 from draxr.webhook_tls import CertKeeper
 
 log = logs.get("draxr.app")
@@ -94,10 +96,12 @@ class Operator:  # implements handlers.Sink
         )
         self.certs = CertKeeper(kube, settings) if settings.webhook_port else None
         self.webhook = (
-            WebhookServer(self.certs, settings, lambda: self.state.mapping if self.synced.is_set() else None)
+            webhook_server(self.certs, settings, lambda: self.state.mapping if self.synced.is_set() else None)
             if self.certs is not None
             else None
         )
+        if self.webhook is not None:
+            self.health.checks.append(self.webhook.problems)
 
     # ---- Sink: called by the watches -----------------------------------------------------------
     def pod_upserted(self, pod: dict[str, Any]) -> None:
@@ -135,6 +139,12 @@ class Operator:  # implements handlers.Sink
     def cluster_changed(self) -> None:
         self.scheduler.cluster_changed()
         self.mapping_status.nudge()
+        self._mapping_maybe_changed()
+
+    def _mapping_maybe_changed(self) -> None:
+        """DeviceClasses, mapping CRs and the initial sync change what the webhook steers."""
+        if self.webhook is not None:
+            self.webhook.mapping_changed()
 
     def mapping_upserted(self, obj: dict[str, Any]) -> None:
         self.mapping_objects[obj["metadata"]["name"]] = obj
@@ -154,6 +164,7 @@ class Operator:  # implements handlers.Sink
         if overrides != self.state.overrides:
             self.state.set_overrides(overrides)
             self.scheduler.cluster_changed()
+            self._mapping_maybe_changed()
         self.mapping_status.nudge()
 
     def cluster_snapshot(self) -> cluster_metrics.Steps:
@@ -183,6 +194,7 @@ class Operator:  # implements handlers.Sink
             mappings=len(self.mapping_objects),
         )
         self.synced.set()
+        self._mapping_maybe_changed()
 
     async def roll_back_stale_claims(self) -> int:
         names = gc.own_schedulers(self.settings.scheduler_name, self.settings.adopt_unschedulable)
@@ -319,6 +331,13 @@ class Operator:  # implements handlers.Sink
                 await elector.release()
             await self.watch_kube.close()
             await self.lease_kube.close()
+
+
+def webhook_server(
+    certs: CertKeeper, settings: Settings, mapping: Callable[[], ExtendedResourceMapping | None]
+) -> WebhookServer | WebhookProcess:
+    """The admission webhook's server: a thread of this process (default) or a process of its own."""
+    return (WebhookProcess if settings.webhook_process else WebhookServer)(certs, settings, mapping)
 
 
 class AdoptionRefused(SystemExit):

@@ -1,11 +1,11 @@
 """Liveness that means it (/healthz), readiness (/readyz), and the event loop's lag.
 
 /healthz fails when a watch has ended or made no progress past its deadline, when a long-running
-task has ended, or when the scheduling loop (leader only) has pods ready but has not cycled for a
-while. The supervisor in ``app`` ends the process when a problem persists, so that Kubernetes
-restarts it even without a probe. /readyz answers 200 once every watch has listed its kind.
-The server runs on the main event loop on purpose: a loop wedged for longer than the probe's
-timeout is itself a liveness failure.
+task has ended, when the webhook's server process is down (being restarted), or when the scheduling
+loop (leader only) has pods ready but has not cycled for a while. The supervisor in ``app`` ends
+the process when a problem persists, so that Kubernetes restarts it even without a probe. /readyz
+answers 200 once every watch has listed its kind. The server runs on the main event loop on
+purpose: a loop wedged for longer than the probe's timeout is itself a liveness failure.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Health:
     # Seconds the scheduling loop has had pods ready without cycling; 0 when idle or not leading.
     scheduler_stalled_for: Callable[[], float] = lambda: 0.0
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # long-running tasks that must not end
+    checks: list[Callable[[], list[str]]] = field(default_factory=list)  # more problems (the webhook's process)
     lag: float = 0.0  # the event loop's latest lag, seconds
 
     def problems(self) -> list[str]:
@@ -45,6 +46,8 @@ class Health:
                     f"watch {inf.name}: no progress for {idle:.0f}s (deadline {self.watch_deadline:.0f}s, "
                     f"{inf.phase.value})"
                 )
+        for check in self.checks:
+            out.extend(check())
         stalled = self.scheduler_stalled_for()
         if stalled > self.scheduling_stall:
             out.append(f"scheduling loop: pods ready but no cycle for {stalled:.0f}s")

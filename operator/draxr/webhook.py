@@ -12,20 +12,42 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
 from draxr import logs, metrics
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.steering import admission_verdict, steering_patch
-from draxr.settings import Settings
-from draxr.webhook_tls import CertKeeper
+from draxr.tls_context import load_chain
+
+if TYPE_CHECKING:  # (the server process imports this module, and must not pull in the API client)
+    from draxr.settings import Settings
+    from draxr.webhook_tls import CertKeeper
 
 log = logs.get("draxr.webhook")
 PATH = "/mutate-pods"
 # The only version the installed configuration asks for (admissionReviewVersions: [v1]).
 REVIEW_API_VERSION = "admission.k8s.io/v1"
+
+
+class Tally(Protocol):
+    """Where the answers are counted: the metrics of this process, or (in the webhook's server
+    process) a batch sent to the operator, which counts them in the same metrics."""
+
+    def admitted(self, result: str) -> None: ...
+    def answered(self, seconds: float) -> None: ...
+
+
+class _Metrics:
+    def admitted(self, result: str) -> None:
+        metrics.WEBHOOK_ADMISSIONS.labels(result=result).inc()
+
+    def answered(self, seconds: float) -> None:
+        metrics.WEBHOOK_SECONDS.observe(seconds)
+
+
+METRICS: Tally = _Metrics()
 
 
 def malformed(review: Any) -> str | None:
@@ -56,7 +78,7 @@ def allowed_unchanged(review: dict[str, Any]) -> dict[str, Any]:
 
 
 def review_response(
-    review: dict[str, Any], mapping: ExtendedResourceMapping | None, scheduler_name: str
+    review: dict[str, Any], mapping: ExtendedResourceMapping | None, scheduler_name: str, tally: Tally = METRICS
 ) -> dict[str, Any]:
     """AdmissionReview in, AdmissionReview out. Always allowed; patched or not. ``mapping`` None:
     the view is not synced yet, so nothing is steered rather than steered on partial knowledge."""
@@ -68,15 +90,15 @@ def review_response(
     meta = pod.get("metadata") or {}
     who = f"{request.get('namespace') or meta.get('namespace', '')}/{meta.get('name') or meta.get('generateName', '')}"
     if kind.get("kind") != "Pod" or request.get("operation") != "CREATE" or request.get("subResource"):
-        metrics.WEBHOOK_ADMISSIONS.labels(result="ignored").inc()
+        tally.admitted("ignored")
         return out
     if mapping is None:
-        metrics.WEBHOOK_ADMISSIONS.labels(result="not-synced").inc()
+        tally.admitted("not-synced")
         log.warning("pod admitted unchanged: draxr has not synced its cluster view yet", pod=who)
         return out
     verdict = admission_verdict(pod, mapping)
     if not verdict.steer:
-        metrics.WEBHOOK_ADMISSIONS.labels(result=verdict.result).inc()
+        tally.admitted(verdict.result)
         if verdict.unsupported:  # an admin wants to know which pods draxr could not take, and why
             log.info("pod admitted unchanged", pod=who, unsupported=list(verdict.unsupported), why=verdict.reason)
         else:
@@ -85,12 +107,14 @@ def review_response(
     patch = steering_patch(pod, scheduler_name, verdict.reason)
     response["patchType"] = "JSONPatch"
     response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-    metrics.WEBHOOK_ADMISSIONS.labels(result="steered").inc()
+    tally.admitted("steered")
     log.info("pod steered to draxr", pod=who, scheduler_name=scheduler_name, why=verdict.reason)
     return out
 
 
-def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler_name: str) -> web.Application:
+def application(
+    mapping: Callable[[], ExtendedResourceMapping | None], scheduler_name: str, tally: Tally = METRICS
+) -> web.Application:
     async def mutate(request: web.Request) -> web.Response:
         t0 = time.monotonic()
         try:
@@ -102,16 +126,16 @@ def application(mapping: Callable[[], ExtendedResourceMapping | None], scheduler
         else:
             why = malformed(review)
         if why is not None:
-            metrics.WEBHOOK_ADMISSIONS.labels(result="bad-request").inc()
+            tally.admitted("bad-request")
             log.warning("malformed AdmissionReview", error=why)
             return web.json_response({"error": f"malformed AdmissionReview: {why}"}, status=400)
         try:
-            body = review_response(review, mapping(), scheduler_name)
+            body = review_response(review, mapping(), scheduler_name, tally)
         except Exception:  # a bug must not fail admission: allow unchanged (the pod keeps its scheduler)
             log.exception("webhook decision failed; pod admitted unchanged")
-            metrics.WEBHOOK_ADMISSIONS.labels(result="error").inc()
+            tally.admitted("error")
             body = allowed_unchanged(review)
-        metrics.WEBHOOK_SECONDS.observe(time.monotonic() - t0)
+        tally.answered(time.monotonic() - t0)
         return web.json_response(body)
 
     async def healthz(_: web.Request) -> web.Response:
@@ -130,12 +154,14 @@ class _Running:
 
 
 class WebhookServer:
-    """HTTPS on ``bind_address:webhook_port`` with the certificate the keeper loads from the Secret.
+    """HTTPS on ``bind_address:webhook_port`` with the certificate the keeper loads from the Secret,
+    in a thread of this process (the default; ``--webhook-process true``: ``webhook_proc``).
 
     It runs in a thread with its own event loop: admission latency must not queue behind the main
     loop's watch events and scheduling cycles (under a burst of pod creations the main loop is busy
     by design, and a reply later than the configuration's timeout admits the pod unsteered). The
-    decision only reads the current mapping, an immutable object swapped by reference.
+    decision only reads the current mapping, an immutable object swapped by reference. (The thread
+    still shares the GIL with that loop: bench/README measures what that costs.)
 
     Every replica serves from its own warm view; only the leader runs ``CertKeeper.ensure_loop``.
     Until a certificate exists nothing listens: the API server's calls fail and, failurePolicy
@@ -147,6 +173,15 @@ class WebhookServer:
         self.certs = certs
         self.settings = settings
         self.mapping = mapping
+
+    def mapping_changed(self) -> None:
+        """(The thread reads the mapping itself.)"""
+
+    def problems(self) -> list[str]:
+        return []  # (the thread ending ends ``serve``: a task that ended fails liveness)
+
+    def alive(self) -> bool:
+        return any(t.name == "draxr-webhook" and t.is_alive() for t in threading.enumerate())
 
     async def serve(self) -> None:
         reload = asyncio.create_task(self.certs.reload_loop(), name="webhook-cert-reload")
@@ -160,16 +195,16 @@ class WebhookServer:
             running = await asyncio.wrap_future(started)  # raises if the port cannot be bound
             loop = running.loop
 
-            def in_server_thread(load: Callable[[], None]) -> None:
-                loop.call_soon_threadsafe(load)
+            def in_server_thread(tls_crt: bytes, tls_key: bytes) -> None:
+                loop.call_soon_threadsafe(load_chain, self.certs.ssl, tls_crt, tls_key)
 
-            self.certs.run_in_server = in_server_thread
+            self.certs.deliver = in_server_thread
             # The server thread or the certificate reload ending on its own is a failure: no silent death.
             await asyncio.wait([asyncio.wrap_future(ended), reload], return_when=asyncio.FIRST_COMPLETED)
             raise RuntimeError("admission webhook server stopped on its own")
         finally:
             reload.cancel()
-            self.certs.run_in_server = lambda load: load()
+            self.certs.deliver = self.certs.load_here
             if running is not None:
                 running.loop.call_soon_threadsafe(running.stop.set)
             if thread.is_alive():

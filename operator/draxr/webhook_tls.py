@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import ssl
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from draxr import logs, metrics
@@ -18,6 +14,7 @@ from draxr.core import certs
 from draxr.kube import JSON_PATCH, ApiException, Kube, Resource
 from draxr.loops import GuardedLoop, sleeper
 from draxr.settings import Settings
+from draxr.tls_context import load_chain, server_context
 
 log = logs.get("draxr.webhook")
 
@@ -34,14 +31,15 @@ class CertKeeper:
         self.kube = kube
         self.settings = settings
         self.clock = clock
-        self.ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.ssl = server_context()
         self.loaded = asyncio.Event()  # a certificate is in self.ssl: the server may start
         self._serving: bytes = b""
+        self.current: tuple[bytes, bytes] | None = None  # (tls.crt, tls.key) being served
         self._expiry = 0.0  # notAfter of the served certificate, unix seconds
-        # The server's thread owns the context once it serves: loads are handed to it, so that no
-        # handshake ever runs concurrently with a certificate change.
-        self.run_in_server: Callable[[Callable[[], None]], None] = lambda load: load()
+        # Where a new certificate goes: into ``self.ssl`` here; a server that runs set it (its thread
+        # loads into the context itself, so that no handshake runs concurrently with a change; its
+        # process gets the PEMs sent).
+        self.deliver: Callable[[bytes, bytes], None] = self.load_here
         self._missing_config_logged = False
 
     # ---- every replica ------------------------------------------------------------------------------
@@ -62,9 +60,10 @@ class CertKeeper:
         if tls_crt == self._serving:
             self._publish_expiry()  # (again at every check: cheap, and current whoever set it last)
             return
-        self.run_in_server(lambda: _load_chain(self.ssl, tls_crt, tls_key))
+        self.deliver(tls_crt, tls_key)
         first = not self._serving
         self._serving = tls_crt
+        self.current = (tls_crt, tls_key)
         self._expiry = certs.not_after(tls_crt).timestamp()
         self._publish_expiry()
         self.loaded.set()
@@ -72,6 +71,9 @@ class CertKeeper:
             "webhook serving certificate loaded" if first else "webhook serving certificate reloaded",
             not_after=certs.not_after(tls_crt).isoformat(),
         )
+
+    def load_here(self, tls_crt: bytes, tls_key: bytes) -> None:
+        load_chain(self.ssl, tls_crt, tls_key)
 
     def _publish_expiry(self) -> None:
         metrics.WEBHOOK_CERT_EXPIRY.labels(secret=self.settings.webhook_secret_name).set(self._expiry)
@@ -170,18 +172,6 @@ class CertKeeper:
         )
         log.info("webhook caBundle updated", configuration=name, webhooks=len(ops))
         return True
-
-
-def _load_chain(context: ssl.SSLContext, tls_crt: bytes, tls_key: bytes) -> None:
-    """SSLContext takes files only: a private temp dir, removed at once. New handshakes use the new
-    certificate, open connections keep theirs."""
-    with tempfile.TemporaryDirectory(prefix="draxr-tls.") as tmp:
-        crt, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-        crt.write_bytes(tls_crt)
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(tls_key)
-        context.load_cert_chain(crt, key)
 
 
 def _unless_in(ca_crt: bytes, pki: certs.Pki) -> bytes:

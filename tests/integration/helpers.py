@@ -185,11 +185,13 @@ class Draxr(DraxrProcess):
 
 
 async def certs_loaded(op: Operator, timeout: float = 60) -> None:
-    """The operator has its webhook certificate (polled: the Event belongs to the operator's loop)."""
+    """The operator has its webhook certificate (polled: the Event belongs to the operator's loop)
+    and its webhook serves with it (its server process starts once the certificate is there)."""
     assert op.certs is not None
-    certs = op.certs
+    assert op.webhook is not None
+    certs, webhook = op.certs, op.webhook
 
     async def loaded() -> bool:
-        return certs.loaded.is_set()
+        return certs.loaded.is_set() and webhook.alive()
 
     await eventually(loaded, timeout=timeout)

@@ -4,7 +4,7 @@ the session's embedded operator (its ServiceAccount's RBAC, its webhook on loopb
 Every row asserts its exact visible outcome (the subject pod's PodScheduled condition and
 FailedScheduling event, the pod's binding and claim, the API server's rejection, the webhook's HTTP
 answer, or what a lifecycle step leaves behind), then the same invariants: draxr's tasks and its
-webhook thread still run and it logged no error, a control pod created after the input is bound,
+webhook server still run and it logged no error, a control pod created after the input is bound,
 and nothing half-written is left in the row's namespace (a special claim without a bound pod that
 uses it, a claim being deleted that still holds delete-protection, a pod status naming a missing
 claim).
@@ -24,7 +24,6 @@ import json
 import secrets
 import ssl
 import string
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -514,7 +513,8 @@ async def still_alive(ctx: Ctx) -> None:
         assert _task_running(tasks, qualname, owner), f"{qualname} is no longer running"
     assert op.health.problems() == []  # every watch making progress, no long-running task ended
     assert all(_task_running(tasks, "Informer.run", inf) for inf in op.informers), "a watch is no longer running"
-    assert any(t.name == "draxr-webhook" and t.is_alive() for t in threading.enumerate()), "webhook thread gone"
+    assert op.webhook is not None
+    assert op.webhook.alive(), "webhook server gone"
     async with (
         aiohttp.ClientSession(trust_env=False) as http,
         http.get(f"https://127.0.0.1:{manifests.WEBHOOK_PORT}/healthz", ssl=ctx.tls) as resp,

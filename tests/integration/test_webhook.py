@@ -15,6 +15,7 @@ import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,13 @@ import yaml
 from cryptography import x509
 from prometheus_client import REGISTRY
 
-from draxr.app import Operator
+from draxr.app import Operator, webhook_server
 from draxr.core import certs
 from draxr.core.steering import STEERED_ANNOTATION
 from draxr.kube import JSON_PATCH, NAMESPACES, PODS, RESOURCE_CLAIMS, Kube, Resource
 from draxr.settings import Settings
 from draxr.webhook import WebhookServer
+from draxr.webhook_proc import WebhookProcess
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS, CertKeeper
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, free_port
@@ -127,6 +129,68 @@ async def pods_of(kube: Kube, namespace: str, app: str, count: int) -> list[dict
 
 def steered(p: dict[str, Any]) -> bool:
     return p["spec"].get("schedulerName") == "draxr" and STEERED_ANNOTATION in (p["metadata"].get("annotations") or {})
+
+
+@dataclass
+class OwnWebhook:
+    namespace: str
+    keeper: CertKeeper
+    server: WebhookServer | WebhookProcess
+
+
+@contextlib.asynccontextmanager
+async def own_webhook(
+    kube: Kube, control_plane: ControlPlane, op: Operator, names: str, resource: str, **settings: Any
+) -> AsyncIterator[OwnWebhook]:
+    """A second webhook beside the session's: its own MutatingWebhookConfiguration (the manifests'
+    one, pointed at a free port by url), namespace label, namespace, Secret and certificate (kept by
+    its own CertKeeper), answering from ``op``'s mapping; yielded once the API server calls it and
+    trusts its CA (a dry-run pod in its namespace comes out with its scheduler name)."""
+    label = f"own.draxr.io/{names}"
+    port = free_port()
+    config = copy.deepcopy(
+        next(
+            d
+            for d in yaml.safe_load_all(manifests.rendered(control_plane, ""))
+            if d and d["kind"] == "MutatingWebhookConfiguration"
+        )
+    )
+    config["metadata"] = {"name": names}
+    config["webhooks"][0]["clientConfig"] = {"url": manifests.webhook_url(port)}
+    config["webhooks"][0]["namespaceSelector"] = {"matchLabels": {label: "true"}}
+    await kube.create(MUTATING_WEBHOOKS, config)
+    try:
+        async with labelled_namespace(kube, f"{names}-own", {label: "true"}) as ns:
+            s = Settings(
+                **{
+                    "bind_address": "127.0.0.1",
+                    "webhook_port": port,
+                    "webhook_namespace": ns,
+                    "webhook_secret_name": names,
+                    "webhook_configuration_name": names,
+                    "webhook_extra_hosts": "127.0.0.1",
+                    "log_format": "console",
+                    **settings,
+                }
+            )
+            keeper = CertKeeper(kube, s)
+            server = webhook_server(keeper, s, lambda: op.state.mapping)
+            tasks = [asyncio.create_task(keeper.ensure_loop()), asyncio.create_task(server.serve())]
+            try:
+                await asyncio.wait_for(keeper.loaded.wait(), 30)
+
+                async def called_and_trusted() -> bool:
+                    probe = await dry_run(kube, ns, bare_pod("probe", {resource: "1"}))
+                    return probe["spec"].get("schedulerName") == s.scheduler_name
+
+                await eventually(called_and_trusted, timeout=30)
+                yield OwnWebhook(ns, keeper, server)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await kube.delete_if_exists(MUTATING_WEBHOOKS, names)
 
 
 async def test_unmodified_deployment_and_job_run_on_dra_in_an_opted_in_namespace(
@@ -261,11 +325,18 @@ async def test_a_pod_with_claims_of_its_own_is_steered_and_bound_by_draxr(
 
 
 async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_runs(
-    kube: Kube, fleet: fakedriver.Fleet, webhook_ready: Operator, names: str, monkeypatch: pytest.MonkeyPatch
+    kube: Kube,
+    control_plane: ControlPlane,
+    fleet: fakedriver.Fleet,
+    webhook_ready: Operator,
+    names: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Never strand a pod: with a field draxr could not schedule (none is left today, so pods with
     claims of their own stand in for one here), the webhook admits the pod unchanged (counted and
-    logged as "unsupported") and kube-scheduler binds it onto a DRA node with both claims."""
+    logged as "unsupported") and kube-scheduler binds it onto a DRA node with both claims. (A
+    webhook of its own, in this process's thread, sees the stand-in; the session's runs in its
+    own process.)"""
     from draxr.core import steering
 
     def unsupported(pod: Any) -> list[str]:
@@ -274,9 +345,10 @@ async def test_a_pod_draxr_cannot_schedule_yet_is_left_to_kube_scheduler_and_run
     monkeypatch.setattr(steering, "unsupported_fields", unsupported)
     resource = await mapped(webhook_ready, fleet)
     [cls] = fleet.classes
-    before = _admissions("unsupported")
     with_claim, template = _claimed_deployment(resource, cls)
-    async with labelled_namespace(kube, f"{names}-unsup", ENABLED) as ns:
+    async with own_webhook(kube, control_plane, webhook_ready, names, resource, webhook_process=False) as own:
+        ns = own.namespace
+        before = _admissions("unsupported")
         await kube.create(CLAIM_TEMPLATES, template, ns)
         await kube.create(DEPLOYMENTS, with_claim, ns)
 
@@ -447,9 +519,11 @@ async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_worki
             webhook_cert_validity_seconds=15,
             webhook_cert_check_seconds=0.5,
             webhook_rotation_grace_seconds=2,
+            webhook_process=True,  # (each rotation is sent to the server process)
         )
         keeper = CertKeeper(kube, settings)
-        server = WebhookServer(keeper, settings, lambda: webhook_ready.state.mapping)
+        server = webhook_server(keeper, settings, lambda: webhook_ready.state.mapping)
+        assert isinstance(server, WebhookProcess)
         tasks = [asyncio.create_task(keeper.ensure_loop()), asyncio.create_task(server.serve())]
         try:
             await asyncio.wait_for(keeper.loaded.wait(), 30)
@@ -514,6 +588,7 @@ async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespac
         webhook_namespace=namespace,
         webhook_secret_name=names,
         webhook_self_signed=False,
+        webhook_process=True,  # (the new certificate is sent to the server process)
     )
     keeper = CertKeeper(kube, settings)
     await keeper.reload_once()
@@ -541,7 +616,7 @@ async def test_a_certificate_from_elsewhere_is_loaded_as_is(kube: Kube, namespac
     created = await kube.create(SECRETS, secret, namespace)
     await keeper.reload_once()
     assert keeper.loaded.is_set()
-    server = asyncio.create_task(WebhookServer(keeper, settings, lambda: None).serve())
+    server = asyncio.create_task(webhook_server(keeper, settings, lambda: None).serve())
     try:
         await eventually(lambda: serves(first), timeout=30)
         second = issued()

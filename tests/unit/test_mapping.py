@@ -377,3 +377,27 @@ def test_prop_overrides_win_and_order_does_not_matter(
     for name in without.names:
         if not any(ov.resource_name == name and ov.class_names for ov in overrides):
             assert m.lookup(name) == without.lookup(name)
+
+
+def test_mapping_survives_its_json_data_for_the_webhook_process() -> None:
+    """Every field the webhook's decision and annotation read, the override's CR name included
+    (which ``==`` ignores), comes back from ``mapping_to_data`` through JSON."""
+    import json
+
+    from draxr.core.mapping import mapping_from_data, mapping_to_data
+
+    classes = [
+        {"metadata": {"name": n, "creationTimestamp": f"2026-01-0{d}T00:00:00Z"}, "spec": {"extendedResourceName": e}}
+        for n, d, e in (("a", 1, "x/g"), ("b", 2, "x/g"))
+    ]
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]}
+    override = OverrideMapping("x/acc", ("b", "a"), selector, ('device.attributes["x"].numa == 1',), origin="acc")
+    original = build_mapping(classes, [override])
+    back = mapping_from_data(json.loads(json.dumps(mapping_to_data(original))))
+    assert back == original
+    assert [back.lookup(n) for n in back] == [original.lookup(n) for n in original]
+    assert [r.origin for r in map(back.lookup, back) if r] == [r.origin for r in map(original.lookup, original) if r]
+    assert dict(back.explicit_names) == {"a": "x/g", "b": "x/g"}
+    acc = back.lookup("x/acc")
+    assert acc is not None
+    assert (acc.source, acc.class_names, acc.node_selector, acc.origin) == ("override", ("b", "a"), selector, "acc")

@@ -36,6 +36,8 @@ __all__ = [
     "is_extended_resource_name",
     "is_native_resource",
     "is_prefixed_native_resource",
+    "mapping_from_data",
+    "mapping_to_data",
     "override_key",
 ]
 
@@ -248,3 +250,22 @@ def build_mapping(
         )
 
     return ExtendedResourceMapping(MappingProxyType(by_name), MappingProxyType(explicit_by_class))
+
+
+def mapping_to_data(mapping: ExtendedResourceMapping) -> dict[str, Any]:
+    """Plain JSON data for ``mapping_from_data`` (the webhook's server process gets the mapping so)."""
+    return {
+        "names": [
+            [r.resource_name, list(r.class_names), r.source, r.node_selector, list(r.selectors), r.origin]
+            for r in mapping._by_name.values()
+        ],
+        "explicit": dict(mapping._explicit_by_class),
+    }
+
+
+def mapping_from_data(data: Mapping[str, Any]) -> ExtendedResourceMapping:
+    by_name = {
+        name: ResolvedMapping(name, tuple(classes), source, node_selector, tuple(selectors), origin)
+        for name, classes, source, node_selector, selectors, origin in data["names"]
+    }
+    return ExtendedResourceMapping(MappingProxyType(by_name), MappingProxyType(dict(data["explicit"])))
