@@ -14,6 +14,7 @@ from draxr_dev.devcluster.controlplane import ControlPlane
 from ..conftest import unique as unique  # (test_faultproxy.py imports it from here)
 from . import manifests
 from .helpers import install
+from .test_mapping_crd import CRD, CRD_NAME
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,3 +31,12 @@ def installed(control_plane: ControlPlane) -> Iterator[subprocess.CompletedProce
     out = install(control_plane)
     yield out
     manifests.delete(control_plane)
+
+
+@pytest.fixture(scope="module")
+def mapping_crd(control_plane: ControlPlane) -> None:
+    """The ExtendedResourceMapping CRD (left installed: other modules apply the same file)."""
+    out = manifests.kubectl(control_plane, "apply", "-f", str(CRD))
+    assert out.returncode == 0, out.stderr
+    done = manifests.kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    assert done.returncode == 0, done.stderr

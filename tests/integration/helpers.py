@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from draxr.app import Operator
-from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
+from draxr.kube import PODS, RESOURCE_CLAIMS, ApiException, Kube, Resource
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 from draxr_dev.devcluster.process import DraxrProcess, clean_environ, in_cluster
@@ -195,3 +195,13 @@ async def certs_loaded(op: Operator, timeout: float = 60) -> None:
         return certs.loaded.is_set() and webhook.alive()
 
     await eventually(loaded, timeout=timeout)
+
+
+async def get_or_none(kube: Kube, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    """The object, or None if the API server says it does not exist (any other error raises)."""
+    try:
+        return await kube.get(res, name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise

@@ -53,12 +53,10 @@ from draxr.kube import (
 from draxr.mapping_status import MAPPINGS
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
 from draxr_dev.devcluster import fakedriver
-from draxr_dev.devcluster.controlplane import ControlPlane
 
 from . import manifests
 from .embedded import OperatorThread
 from .helpers import certs_loaded
-from .test_mapping_crd import CRD, CRD_NAME
 from .test_platform import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, eventually, pod
 
 SCHEDULER = "draxr"
@@ -101,15 +99,6 @@ async def base(kube: Kube, operator_thread: OperatorThread) -> AsyncIterator[Bas
 
         await eventually(known, timeout=30)
         yield b
-
-
-@pytest.fixture(scope="module")
-def mapping_crd(control_plane: ControlPlane) -> None:
-    """The ExtendedResourceMapping CRD (left installed: other modules apply the same file)."""
-    out = manifests.kubectl(control_plane, "apply", "-f", str(CRD))
-    assert out.returncode == 0, out.stderr
-    done = manifests.kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ from draxr.kube import (
     RESOURCE_CLAIMS,
     ROLE_BINDINGS,
     SERVICE_ACCOUNTS,
-    ApiException,
     Kube,
     Resource,
 )
@@ -40,7 +39,7 @@ from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, 
 from . import manifests
 from .clusters import extra_control_plane, service_account_dir
 from .conftest import installed as installed  # the fixture, also under its old path (test_liveness.py)
-from .helpers import NAMESPACE, Draxr, eventually, install, pod
+from .helpers import NAMESPACE, Draxr, eventually, get_or_none, install, pod
 from .manifests import kubectl
 
 SERVICE_ACCOUNT = "draxr"
@@ -68,15 +67,6 @@ async def bare(bare_cluster: ControlPlane) -> AsyncIterator[Kube]:
 def _http_get(port: int, path: str) -> tuple[int, str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
         return resp.status, resp.read().decode()
-
-
-async def _get_or_none(kube: Kube, res: Resource, name: str, namespace: str) -> dict[str, Any] | None:
-    try:
-        return await kube.get(res, name, namespace)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 def _fleet(names: str) -> fakedriver.Fleet:
@@ -223,7 +213,7 @@ async def test_operator_schedules_and_releases_with_its_service_account(
             p = await kube.get(PODS, "first", ns)
             return (
                 p["status"].get("phase") == "Succeeded"
-                and await _get_or_none(kube, RESOURCE_CLAIMS, claim_name, ns) is None
+                and await get_or_none(kube, RESOURCE_CLAIMS, claim_name, ns) is None
             )
 
         await draxr.until(released)

@@ -138,6 +138,22 @@ class OwnWebhook:
     server: WebhookServer | WebhookProcess
 
 
+def own_webhook_config(control_plane: ControlPlane, name: str, port: int, label: str) -> dict[str, Any]:
+    """The manifests' MutatingWebhookConfiguration as ``name``, calling 127.0.0.1:``port`` by url,
+    for the namespaces labelled ``label``=true only."""
+    config = copy.deepcopy(
+        next(
+            d
+            for d in yaml.safe_load_all(manifests.rendered(control_plane, ""))
+            if d and d["kind"] == "MutatingWebhookConfiguration"
+        )
+    )
+    config["metadata"] = {"name": name}
+    config["webhooks"][0]["clientConfig"] = {"url": manifests.webhook_url(port)}
+    config["webhooks"][0]["namespaceSelector"] = {"matchLabels": {label: "true"}}
+    return config  # type: ignore[no-any-return]
+
+
 @contextlib.asynccontextmanager
 async def own_webhook(
     kube: Kube, control_plane: ControlPlane, op: Operator, names: str, resource: str, **settings: Any
@@ -148,16 +164,7 @@ async def own_webhook(
     trusts its CA (a dry-run pod in its namespace comes out with its scheduler name)."""
     label = f"own.draxr.io/{names}"
     port = free_port()
-    config = copy.deepcopy(
-        next(
-            d
-            for d in yaml.safe_load_all(manifests.rendered(control_plane, ""))
-            if d and d["kind"] == "MutatingWebhookConfiguration"
-        )
-    )
-    config["metadata"] = {"name": names}
-    config["webhooks"][0]["clientConfig"] = {"url": manifests.webhook_url(port)}
-    config["webhooks"][0]["namespaceSelector"] = {"matchLabels": {label: "true"}}
+    config = own_webhook_config(control_plane, names, port, label)
     await kube.create(MUTATING_WEBHOOKS, config)
     try:
         async with labelled_namespace(kube, f"{names}-own", {label: "true"}) as ns:
@@ -495,16 +502,7 @@ async def test_certificate_rotation_updates_the_bundle_and_admission_keeps_worki
     resource = await mapped(webhook_ready, fleet)
     label = f"rotation.draxr.io/{names}"
     port = free_port()
-    config = copy.deepcopy(
-        next(
-            d
-            for d in yaml.safe_load_all(manifests.rendered(control_plane, ""))
-            if d and d["kind"] == "MutatingWebhookConfiguration"
-        )
-    )
-    config["metadata"] = {"name": names}
-    config["webhooks"][0]["clientConfig"] = {"url": manifests.webhook_url(port)}
-    config["webhooks"][0]["namespaceSelector"] = {"matchLabels": {label: "true"}}
+    config = own_webhook_config(control_plane, names, port, label)
     await kube.create(MUTATING_WEBHOOKS, config)
     async with labelled_namespace(kube, f"{names}-rot", {label: "true"}) as ns:
         settings = Settings(

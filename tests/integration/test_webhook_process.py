@@ -25,21 +25,10 @@ from draxr.webhook_proc import WebhookProcess
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 
-from . import manifests
 from .helpers import Draxr, eventually
 from .test_liveness import http_get
-from .test_mapping_crd import CRD, CRD_NAME
 from .test_mapping_crd import mapping as mapping_cr
 from .test_webhook import ENABLED, bare_pod, dry_run, labelled_namespace, mapped
-
-
-@pytest.fixture(scope="module")
-def mapping_crd(control_plane: ControlPlane) -> None:
-    """The ExtendedResourceMapping CRD (left installed: other modules apply the same file)."""
-    out = manifests.kubectl(control_plane, "apply", "-f", str(CRD))
-    assert out.returncode == 0, out.stderr
-    done = manifests.kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    assert done.returncode == 0, done.stderr
 
 
 def process_of(op: Operator) -> WebhookProcess:

@@ -43,7 +43,7 @@ import yaml
 
 from draxr import __version__
 from draxr.core.steering import STEERED_ANNOTATION
-from draxr.kube import EVENTS, NAMESPACES, PODS, ApiException, Kube, Resource
+from draxr.kube import EVENTS, NAMESPACES, PODS, Kube, Resource
 from draxr_dev.devcluster import realnode
 from draxr_dev.devcluster.binaries import ensure_binaries, ensure_helm, ensure_image
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
@@ -52,7 +52,7 @@ from draxr_dev.devcluster.realnode import RealNode
 from ..integration import manifests
 from ..integration.clusters import service_account_dir
 from ..integration.embedded import OperatorThread
-from ..integration.helpers import NAMESPACE, eventually
+from ..integration.helpers import NAMESPACE, eventually, get_or_none
 from .test_kubelet_runs_pods import _check_kubelet_and_plugin, env_key, run_pod, single
 
 JSON = dict[str, Any]
@@ -269,23 +269,16 @@ def test_overlay_adapts_the_install_to_the_machine_only(tmp_path: Path) -> None:
 # ---- lending the session's names ---------------------------------------------------------------
 
 
-async def _get_or_none(kube: Kube, res: Resource, name: str, namespace: str | None = None) -> JSON | None:
-    try:
-        return await kube.get(res, name, namespace)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-
-
 async def _no_draxr_pods(kube: Kube) -> bool:
     return not await kube.list(PODS, NAMESPACE, labelSelector="app.kubernetes.io/name=draxr")
 
 
-def _without_namespace_and_crd(objs: list[JSON]) -> str:
-    """What an uninstall here deletes: not the namespace (the session's Lease, Secret and token
+def _uninstall(cp: ControlPlane, rendered: str) -> None:
+    """Delete what an install rendered, but not the namespace (the session's Lease, Secret and token
     live there) and not the CRD (other tests' mappings)."""
-    return yaml.safe_dump_all([o for o in objs if o["kind"] not in ("Namespace", "CustomResourceDefinition")])
+    keep = ("Namespace", "CustomResourceDefinition")
+    objs = yaml.safe_dump_all([o for o in parse(rendered) if o["kind"] not in keep])
+    _kubectl(cp, "delete", "-f", "-", "--ignore-not-found", stdin=objs)
 
 
 def _kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -303,7 +296,7 @@ async def lent_names(
     operator that had already ended stays ended, with its reason (the ``operator`` fixture's
     fail-fast)."""
     cp = control_plane
-    session_deployment = await _get_or_none(kube, DEPLOYMENTS, "draxr", NAMESPACE)
+    session_deployment = await get_or_none(kube, DEPLOYMENTS, "draxr", NAMESPACE)
     ended = operator_thread.problem()
     if ended is None:
         why = "its names are lent to draxr's pods (tests/realnode/test_draxr_pod.py)"
@@ -312,15 +305,7 @@ async def lent_names(
         lease = await kube.get(LEASES, "draxr", NAMESPACE)
         assert not lease["spec"].get("holderIdentity"), f"the paused operator kept its Lease: {lease['spec']}"
         session_install = await asyncio.to_thread(manifests.rendered, cp, manifests.webhook_url())
-        await asyncio.to_thread(
-            _kubectl,
-            cp,
-            "delete",
-            "-f",
-            "-",
-            "--ignore-not-found",
-            stdin=_without_namespace_and_crd(parse(session_install)),
-        )
+        await asyncio.to_thread(_uninstall, cp, session_install)
         await eventually(lambda: _no_draxr_pods(kube), timeout=90)
         yield
     finally:
@@ -411,15 +396,7 @@ async def installed(
             assert out.returncode == 0 or "not found" in out.stderr, out.stdout + out.stderr
         else:
             rendered = await asyncio.to_thread(_kubectl, cp, "kustomize", str(directory))
-            await asyncio.to_thread(
-                _kubectl,
-                cp,
-                "delete",
-                "-f",
-                "-",
-                "--ignore-not-found",
-                stdin=_without_namespace_and_crd(parse(rendered.stdout)),
-            )
+            await asyncio.to_thread(_uninstall, cp, rendered.stdout)
         await eventually(lambda: _no_draxr_pods(kube), timeout=90)
 
 

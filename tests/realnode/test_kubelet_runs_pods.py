@@ -19,12 +19,18 @@ from typing import Any
 import pytest
 
 from draxr.app import Operator
-from draxr.kube import NODES, PODS, RESOURCE_CLAIMS, ApiException, Kube
+from draxr.kube import NODES, PODS, RESOURCE_CLAIMS, Kube
 from draxr_dev.devcluster import realnode
 from draxr_dev.devcluster.controlplane import ControlPlane
 from draxr_dev.devcluster.realnode import RealNode
 
-from ..integration.helpers import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, bound_with_status, eventually
+from ..integration.helpers import (
+    DELETE_PROTECTION,
+    EXTENDED_CLAIM_ANNOTATION,
+    bound_with_status,
+    eventually,
+    get_or_none,
+)
 
 EXT = realnode.EXTENDED_RESOURCE
 ENV_AND_SLEEP = "env | sort; sleep 1"
@@ -90,15 +96,6 @@ class Outcome:
     unprepared: list[JSON]
 
 
-async def _get_or_none(kube: Kube, res: Any, name: str, namespace: str) -> JSON | None:
-    try:
-        return await kube.get(res, name, namespace)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-
-
 async def _logs(cp: ControlPlane, namespace: str, pod: str, container: str) -> str:
     """The container's log through kube-apiserver, which fetches it from kubelet over loopback."""
     argv = [str(cp.binaries / "kubectl"), f"--kubeconfig={cp.kubeconfig}", "-n", namespace]
@@ -149,7 +146,7 @@ async def run_pod(kube: Kube, cp: ControlPlane, node: RealNode, namespace: str, 
 
 
 async def _gone(kube: Kube, claim: str, namespace: str) -> bool:
-    return await _get_or_none(kube, RESOURCE_CLAIMS, claim, namespace) is None
+    return await get_or_none(kube, RESOURCE_CLAIMS, claim, namespace) is None
 
 
 def _devices(claim: JSON) -> dict[str, list[str]]:
@@ -277,7 +274,7 @@ async def test_kube_scheduler_gives_kubelet_the_same(
 
 
 async def _pod_gone(kube: Kube, name: str, namespace: str) -> bool:
-    return await _get_or_none(kube, PODS, name, namespace) is None
+    return await get_or_none(kube, PODS, name, namespace) is None
 
 
 async def test_kubelet_not_kwok_owns_the_node(kube: Kube, real_node: RealNode) -> None:
