@@ -5,9 +5,10 @@
 # Settings: K8S_VERSION (v1.37.2), ETCD_VERSION (v3.7.3), KWOK_VERSION (v0.8.0), DRAXR_CACHE.
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.37.2}
+DEFAULT_K8S_VERSION=v1.37.2
+K8S_VERSION=${K8S_VERSION:-$DEFAULT_K8S_VERSION}
 # The Kubernetes libraries kwok is built with: the default control plane's (shared build cache).
-KWOK_STAGING=v0.37.2
+KWOK_STAGING="v0.${DEFAULT_K8S_VERSION#v1.}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
