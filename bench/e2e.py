@@ -328,9 +328,9 @@ class Draxr:
 class CeilingProcess:
     """bench/api_ceiling.py for one phase: the writes of a scheduler without its decisions."""
 
-    def __init__(self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, concurrency: int) -> None:
+    def __init__(self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, concurrency: int, phase: str) -> None:
         self.concurrency = concurrency
-        self.log_path = run_dir / f"ceiling-{concurrency}.log"
+        self.log_path = run_dir / f"ceiling-{phase}-{concurrency}.log"
         argv = [
             sys.executable, str(REPO / "bench" / "api_ceiling.py"),
             "--kubeconfig", str(kubeconfig),
@@ -367,6 +367,13 @@ class CeilingProcess:
         self._log.close()
 
 
+def best_ceiling_concurrency(phases: list[JSONish], tried: list[int]) -> int:
+    """The concurrency at which the ceiling bound the most pods/s in the burst (the largest tried
+    when it did not run there)."""
+    burst = [p for p in phases if p["phase"] == "burst" and p["scheduler"] == "ceiling"]
+    return max(burst, key=lambda p: p["pods_per_s"])["concurrency"] if burst else max(tried)
+
+
 def ceiling_fractions(phases: list[JSONish]) -> JSONish:
     """Per phase the ceiling ran in: its best pods/s over the concurrencies tried, and each
     scheduler's pods/s as a fraction of it."""
@@ -386,6 +393,8 @@ def ceiling_fractions(phases: list[JSONish]) -> JSONish:
         for p in phases:
             if p["phase"] == phase and p["scheduler"] != "ceiling" and best["pods_per_s"]:
                 entry[f"{p['scheduler']}_fraction"] = round(p["pods_per_s"] / best["pods_per_s"], 3)
+                if (p99 := p["latency_s"]["p99"]) and (floor := best["latency_s"]["p99"]):
+                    entry[f"{p['scheduler']}_p99_over_ceiling"] = round(p99 / floor, 3)
         out[phase] = entry
     return out
 
@@ -640,14 +649,19 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 used += sizes[k % 4]
                 k += 1
             phases.append(("mixed", mixed, None, None))
-        # The ceiling runs in the burst phase only, once per concurrency tried (its best is the ceiling).
+        # The ceiling runs once per concurrency tried in the burst (its best is the ceiling), then in
+        # the other phases of --ceiling-phases at the burst's best concurrency.
         runs = [
             (sched, c) for sched in args.schedulers for c in (args.ceiling_concurrency if sched == "ceiling" else [0])
         ]
         for phase_name, work, rate, run_for in phases:
             for sched, concurrency in runs:
-                if sched == "ceiling" and phase_name != "burst":
+                if sched == "ceiling" and phase_name not in args.ceiling_phases:
                     continue
+                if sched == "ceiling" and phase_name != "burst":
+                    if concurrency != args.ceiling_concurrency[0]:
+                        continue  # one run in this phase, at the burst's best
+                    concurrency = best_ceiling_concurrency(result["phases"], args.ceiling_concurrency)
                 ns = f"{NAMESPACE_PREFIX[sched]}-{phase_name}" + (f"-{concurrency}" if concurrency else "")
                 if sched == "draxr":  # draxr runs for its own phases only: it does not load the other's
                     timings = await draxr.start()
@@ -655,7 +669,9 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                     result.setdefault("draxr_start", []).append(timings | proc_figures(draxr.pid))
                 ceiling = None
                 if sched == "ceiling":
-                    ceiling = CeilingProcess(draxr.kubeconfig, cp.run_dir, args.qps, args.burst, concurrency)
+                    ceiling = CeilingProcess(
+                        draxr.kubeconfig, cp.run_dir, args.qps, args.burst, concurrency, phase_name
+                    )
                     await ceiling.started()
                 pids = {
                     "kube-scheduler": cp.pids.get("kube-scheduler"),
@@ -806,54 +822,69 @@ def _short(frame: str) -> str:
 
 
 def print_table(result: JSONish) -> str:
+    """One markdown table per phase (workload): the ceiling, both schedulers, then the ratios."""
     phases = result["phases"]
-    lines = [
-        "| phase | scheduler | pods bound | pods/s | p50 s | p90 s | p99 s | sched writes/pod | all writes/pod "
-        "| sched CPU s | CPU ms/pod | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    by: dict[tuple[str, str], JSONish] = {(p["phase"], p["scheduler"]): p for p in phases}
-    for p in phases:
-        s = p["scheduler"]
-        proc = p["process"].get(s, {})
-        cpu = proc.get("cpu_s", 0)
-        label = f"{s}@{p['concurrency']}" if p.get("concurrency") else s
-        lines.append(
-            f"| {p['phase']} | {label} | {p['bound']}/{p['pods']} | {p['pods_per_s']} | {p['latency_s']['p50']} "
-            f"| {p['latency_s']['p90']} | {p['latency_s']['p99']} | {p['audit']['writes_per_pod']} "
-            f"| {p['all_writes_per_pod']} | {cpu} | {1000 * cpu / max(1, p['bound']):.1f} "
-            f"| {proc.get('peak_rss_mib')} |"
-        )
+    head = (
+        "| scheduler | pods bound | pods/s | p50 s | p90 s | p99 s | sched writes/pod | all writes/pod "
+        "| sched CPU s | CPU ms/pod | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    out: list[str] = []
     for phase in dict.fromkeys(p["phase"] for p in phases):
-        a, b = by.get((phase, "draxr")), by.get((phase, "kube-scheduler"))
-        if not (a and b):
-            continue
+        rows = [p for p in phases if p["phase"] == phase]
+        out += [f"\n{phase}:\n", head]
+        for p in rows:
+            s = p["scheduler"]
+            proc = p["process"].get(s, {})
+            cpu = proc.get("cpu_s", 0)
+            label = f"{s}@{p['concurrency']}" if p.get("concurrency") else s
+            lat = {q: _sig(p["latency_s"][q]) for q in ("p50", "p90", "p99")}
+            out.append(
+                f"| {label} | {p['bound']}/{p['pods']} | {p['pods_per_s']} | {lat['p50']} "
+                f"| {lat['p90']} | {lat['p99']} | {p['audit']['writes_per_pod']} "
+                f"| {p['all_writes_per_pod']} | {cpu} | {1000 * cpu / max(1, p['bound']):.1f} "
+                f"| {proc.get('peak_rss_mib')} |"
+            )
+        ceiling = (result.get("ceiling") or {}).get(phase)
+        best = next(
+            (p for p in rows if p["scheduler"] == "ceiling" and ceiling and p["concurrency"] == ceiling["concurrency"]),
+            None,
+        )
+        by = {p["scheduler"]: p for p in rows if p["scheduler"] != "ceiling"}
+        pairs = [("draxr", "kube-scheduler")] + [(s, "ceiling") for s in ("draxr", "kube-scheduler") if best]
+        for a_name, b_name in pairs:
+            a, b = by.get(a_name), best if b_name == "ceiling" else by.get(b_name)
+            if a and b:
+                out.append(_ratio_row(a, b, a_name, b_name))
+        if ceiling:
+            cpu = ceiling.get("cpu_s") or 0
+            core = f", its CPU {cpu / max(ceiling['duration_s'], 1e-9):.0%} of a core" if cpu else ""
+            out.append(
+                f"\nAPI ceiling {ceiling['pods_per_s']} pods/s (concurrency {ceiling['concurrency']} of "
+                f"{', '.join(ceiling['tried'])}{core})"
+            )
+    return "\n".join(out)
 
-        def ratio(x: float | None, y: float | None) -> str:
-            return f"{x / y:.2f}" if x and y else "-"
 
-        ca, cb = a["process"]["draxr"]["cpu_s"], b["process"]["kube-scheduler"]["cpu_s"]
-        lines.append(
-            f"| {phase} | **draxr / kube-scheduler** | | {ratio(a['pods_per_s'], b['pods_per_s'])} "
-            f"| {ratio(a['latency_s']['p50'], b['latency_s']['p50'])} "
-            f"| {ratio(a['latency_s']['p90'], b['latency_s']['p90'])} "
-            f"| {ratio(a['latency_s']['p99'], b['latency_s']['p99'])} "
-            f"| {ratio(a['audit']['writes_per_pod'], b['audit']['writes_per_pod'])} "
-            f"| {ratio(a['all_writes_per_pod'], b['all_writes_per_pod'])} "
-            f"| {ratio(ca, cb)} | {ratio(ca / max(1, a['bound']), cb / max(1, b['bound']))} "
-            f"| {ratio(a['process']['draxr']['peak_rss_mib'], b['process']['kube-scheduler']['peak_rss_mib'])} |"
-        )
-    for phase, c in (result.get("ceiling") or {}).items():
-        cpu = c.get("cpu_s") or 0
-        core = f", its CPU {cpu / max(c['duration_s'], 1e-9):.0%} of a core" if cpu else ""
-        fractions = ", ".join(
-            f"{s} {c[f'{s}_fraction']:.2f}" for s in ("kube-scheduler", "draxr") if f"{s}_fraction" in c
-        )
-        lines.append(
-            f"\n{phase}: API ceiling {c['pods_per_s']} pods/s (concurrency {c['concurrency']} of "
-            f"{', '.join(c['tried'])}{core}); as fractions of it: {fractions or '-'}"
-        )
-    return "\n".join(lines)
+def _sig(v: float | None) -> str:
+    """Three significant digits: latencies span milliseconds to minutes."""
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _ratio_row(a: JSONish, b: JSONish, a_name: str, b_name: str) -> str:
+    def ratio(x: float | None, y: float | None) -> str:
+        return f"{x / y:.2f}" if x and y else "-"
+
+    ca, cb = a["process"][a_name]["cpu_s"], b["process"][b_name]["cpu_s"]
+    ra, rb = a["process"][a_name]["peak_rss_mib"], b["process"][b_name]["peak_rss_mib"]
+    return (
+        f"| **{a_name} / {b_name}** | | {ratio(a['pods_per_s'], b['pods_per_s'])} "
+        f"| {ratio(a['latency_s']['p50'], b['latency_s']['p50'])} "
+        f"| {ratio(a['latency_s']['p90'], b['latency_s']['p90'])} "
+        f"| {ratio(a['latency_s']['p99'], b['latency_s']['p99'])} "
+        f"| {ratio(a['audit']['writes_per_pod'], b['audit']['writes_per_pod'])} "
+        f"| {ratio(a['all_writes_per_pod'], b['all_writes_per_pod'])} "
+        f"| {ratio(ca, cb)} | {ratio(ca / max(1, a['bound']), cb / max(1, b['bound']))} | {ratio(ra, rb)} |"
+    )
 
 
 def main() -> int:
@@ -876,13 +907,19 @@ def main() -> int:
         "--schedulers",
         default="ceiling,kube-scheduler,draxr",
         type=lambda s: s.split(","),
-        help="ceiling: bench/api_ceiling.py, the same writes without decisions (burst phase only)",
+        help="ceiling: bench/api_ceiling.py, the same writes without decisions",
     )
     p.add_argument(
         "--ceiling-concurrency",
         default=[16, 64],
         type=lambda s: [int(x) for x in s.split(",")],
-        help="the ceiling's concurrencies to try (its best pods/s is the ceiling)",
+        help="the ceiling's concurrencies to try in the burst (its best pods/s is the ceiling)",
+    )
+    p.add_argument(
+        "--ceiling-phases",
+        default="burst,steady,mixed",
+        type=lambda s: s.split(","),
+        help="phases the ceiling runs in (after the burst at the burst's best concurrency)",
     )
     p.add_argument("--draxr-args", default="", help="more `draxr run` flags, e.g. '--bind-concurrency 64'")
     p.add_argument("--stall", type=float, default=30, help="stop waiting after this long without a binding")

@@ -1,5 +1,6 @@
-"""One PNG from a bench/e2e.py result: pods bound over time (burst phase) and the scheduling-latency
-CDF (burst solid, steady state dashed, mixed dotted), both schedulers on the same axes.
+"""One PNG from a bench/e2e.py result: a row per phase (workload), with pods bound over time on the
+left and the scheduling-latency CDF on the right; the API ceiling (gray) and both schedulers on the
+same axes.
 
     .venv/bin/python bench/plot.py bench/results/e2e-500x8.json        # -> bench/results/e2e-500x8.png
 
@@ -17,9 +18,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
-COLORS = {"kube-scheduler": "tab:blue", "draxr": "tab:orange"}
-STYLES = {"burst": "-", "steady": "--", "mixed": ":"}
+COLORS = {"kube-scheduler": "tab:blue", "draxr": "tab:orange", "ceiling": "tab:gray"}
 
 
 def main() -> int:
@@ -29,46 +30,47 @@ def main() -> int:
     args = p.parse_args()
     result = json.loads(args.result.read_text())
     cfg = result["config"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    for ph in result["phases"]:
-        sched, phase = ph["scheduler"], ph["phase"]
-        color, style = COLORS.get(sched, "gray"), STYLES.get(phase, "-.")
-        if phase in ("burst", "steady"):
+    phases = list(dict.fromkeys(ph["phase"] for ph in result["phases"]))
+    fig, axes = plt.subplots(len(phases), 2, figsize=(13, 4.2 * len(phases)), squeeze=False)
+    for row, phase in zip(axes, phases, strict=True):
+        left, right = row
+        for ph in (ph for ph in result["phases"] if ph["phase"] == phase):
+            sched = ph["scheduler"]
+            label = f"ceiling@{ph['concurrency']}" if ph.get("concurrency") else sched
+            # The ceiling's weaker concurrencies are drawn fainter: the best one is the reference.
+            best = (result.get("ceiling") or {}).get(phase, {}).get("concurrency")
+            alpha = 0.45 if sched == "ceiling" and ph.get("concurrency") != best else 1.0
+            style = dict(color=COLORS.get(sched, "black"), alpha=alpha)
             cumulative = list(itertools.accumulate(ph["bound_per_second"]))
-            left.plot(
-                range(1, len(cumulative) + 1),
-                cumulative,
-                color=color,
-                linestyle=style,
-                label=f"{sched}, {phase}: {ph['pods_per_s']} pods/s",
-            )
-        lat = ph["latencies_s"]
-        if lat:
-            n = len(lat)
-            right.plot(
-                lat,
-                [(i + 1) / n for i in range(n)],
-                color=color,
-                linestyle=style,
-                label=f"{sched}, {phase}: p50 {ph['latency_s']['p50']:.2f}s, p99 {ph['latency_s']['p99']:.2f}s",
-            )
-    left.set(xlabel="seconds since the first pod was created", ylabel="pods bound", title="Pods bound over time")
-    right.set(
-        xlabel="scheduling latency, s (create request → pod bound)",
-        ylabel="fraction of pods",
-        title="Scheduling latency CDF",
-        xscale="log",
-    )
-    for ax in (left, right):
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+            left.plot(range(1, len(cumulative) + 1), cumulative, **style, label=f"{label}: {ph['pods_per_s']} pods/s")
+            lat = ph["latencies_s"]
+            if lat:
+                n = len(lat)
+                right.plot(
+                    lat,
+                    [(i + 1) / n for i in range(n)],
+                    **style,
+                    label=f"{label}: p50 {ph['latency_s']['p50']:.3g}s, p99 {ph['latency_s']['p99']:.3g}s",
+                )
+        left.set(xlabel="seconds since the first pod was created", ylabel="pods bound", title=f"{phase}: pods bound")
+        right.set(
+            xlabel="scheduling latency, s (create request → pod bound)",
+            ylabel="fraction of pods",
+            title=f"{phase}: latency CDF",
+            xscale="log",
+        )
+        right.xaxis.set_minor_formatter(NullFormatter())  # a narrow log range labels its minor ticks over each other
+        for ax in (left, right):
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
     fig.suptitle(
-        f"draxr vs kube-scheduler 1.37: {cfg['nodes']} nodes × {cfg['devices']} devices, {cfg['classes']} classes, "
-        f"client QPS {cfg['qps']:g} / burst {cfg['burst']} for both ({result['machine']['cpus']} CPUs, shared)"
+        f"API ceiling, kube-scheduler 1.37 and draxr: {cfg['nodes']} nodes × {cfg['devices']} devices, "
+        f"{cfg['classes']} classes, client QPS {cfg['qps']:g} / burst {cfg['burst']} "
+        f"({result['machine']['cpus']} CPUs, shared with the control plane)"
     )
     fig.tight_layout()
     out = args.out or args.result.with_suffix(".png")
-    fig.savefig(out, dpi=90)
+    fig.savefig(out, dpi=80)
     print(out)
     return 0
 

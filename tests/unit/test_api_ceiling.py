@@ -73,3 +73,48 @@ def test_round_robin_uses_every_device_once_and_over_every_node() -> None:
         chosen.append((node, result["device"]))
     assert len(set(chosen)) == len(chosen) == 12
     assert ceiling.device_slots(_slices(3, 4), {"n1"}) == [s for s in slots if s[0] == "n1"]  # Ready nodes only
+
+
+def _phase(phase: str, scheduler: str, pods_per_s: float, p99: float, concurrency: int | None = None) -> dict:
+    proc = {scheduler: {"cpu_s": 10.0, "peak_rss_mib": 100.0}}
+    return {
+        "phase": phase,
+        "scheduler": scheduler,
+        "concurrency": concurrency,
+        "pods": 100,
+        "bound": 100,
+        "pods_per_s": pods_per_s,
+        "duration_s": 100 / pods_per_s,
+        "latency_s": {"p50": p99 / 2, "p90": p99 * 0.9, "p99": p99},
+        "audit": {"writes_per_pod": 5.0},
+        "all_writes_per_pod": 7.0,
+        "process": proc,
+    }
+
+
+def test_the_ceiling_is_the_best_concurrency_per_phase_and_both_schedulers_are_fractions_of_it() -> None:
+    burst = [_phase("burst", "ceiling", 40.0, 30.0, 16), _phase("burst", "ceiling", 60.0, 20.0, 64)]
+    assert e2e.best_ceiling_concurrency(burst, [16, 64]) == 64
+    assert e2e.best_ceiling_concurrency([], [16, 64]) == 64  # no burst run: the largest tried
+    phases = [
+        *burst,
+        _phase("burst", "kube-scheduler", 24.0, 80.0),
+        _phase("burst", "draxr", 45.0, 40.0),
+        _phase("steady", "ceiling", 30.0, 0.5, 64),
+        _phase("steady", "draxr", 29.0, 1.0),
+    ]
+    fractions = e2e.ceiling_fractions(phases)
+    assert fractions["burst"]["pods_per_s"] == 60.0
+    assert fractions["burst"]["concurrency"] == 64
+    assert fractions["burst"]["draxr_fraction"] == 0.75
+    assert fractions["burst"]["kube-scheduler_fraction"] == 0.4
+    assert fractions["burst"]["draxr_p99_over_ceiling"] == 2.0
+    assert fractions["steady"]["draxr_p99_over_ceiling"] == 2.0
+    assert "kube-scheduler_fraction" not in fractions["steady"]
+    table = e2e.print_table({"phases": phases, "ceiling": fractions})
+    burst_table, steady_table = table.split("\nsteady:")
+    assert "| **draxr / kube-scheduler** | | 1.88 |" in burst_table
+    assert "| **draxr / ceiling** | | 0.75 |" in burst_table
+    assert "| **kube-scheduler / ceiling** | | 0.40 |" in burst_table
+    assert "| **draxr / ceiling** | | 0.97 |" in steady_table
+    assert "kube-scheduler" not in steady_table
