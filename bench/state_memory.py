@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from draxr.core.allocator import DEFAULT_FEATURES, Allocator
 from draxr.core.state import ClusterState
 from draxr_dev.devcluster import fakedriver
 
@@ -269,6 +270,12 @@ def main() -> int:
     p.add_argument("--classes", type=int, default=25)
     p.add_argument("--pods", type=int, default=40000)
     p.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
+    p.add_argument(
+        "--packing",
+        action="store_true",
+        help="then ask the allocator for every (node, class), as a burst's packing does once it has reached every"
+        " node: the memory of its caches and of the CEL device views",
+    )
     args = p.parse_args()
     if args.tracemalloc:
         tracemalloc.start()
@@ -276,12 +283,16 @@ def main() -> int:
     state = ClusterState()
     t0 = time.monotonic()
     for i in range(args.classes):
-        state.upsert_class(decoded(fakedriver.device_class(f"gpu-{i}", extended_resource_name=f"example.com/gpu-{i}")))
+        cls = fakedriver.device_class(f"gpu-{i}", extended_resource_name=f"example.com/gpu-{i}")
+        cls["metadata"] |= {"uid": str(uuid.uuid4()), "resourceVersion": "268"}  # (versioned: cached, as live)
+        state.upsert_class(decoded(cls))
     node_tpl, slice_tpl = node("bench-0"), resource_slice("bench-0", args.devices)
     node_text, slice_text = json.dumps(node_tpl), json.dumps(slice_tpl)
+    slice_uid = slice_tpl["metadata"]["uid"]  # (each slice its own: the allocator's caches key on it)
     for n in range(args.nodes):
         state.upsert_node(json.loads(node_text.replace("bench-0", f"bench-{n}")))
-        state.upsert_slice(json.loads(slice_text.replace("bench-0", f"bench-{n}")))
+        text = slice_text.replace("bench-0", f"bench-{n}").replace(slice_uid, str(uuid.uuid4()))
+        state.upsert_slice(json.loads(text))
     fleet_rss, fleet_traced = measure(args.tracemalloc)
     rv = 1000
     for k in range(args.pods):
@@ -302,7 +313,27 @@ def main() -> int:
     if args.tracemalloc:
         print(f"traced: fleet {fleet_traced - base_traced:.0f} MiB, pods {pods_traced - fleet_traced:.0f} MiB")
         print(f"traced per bound pod: {1024 * (pods_traced - fleet_traced) / max(1, args.pods):.2f} KiB")
+    if args.packing:
+        packing(state, args)
     return 0
+
+
+def packing(state: ClusterState, args: argparse.Namespace) -> None:
+    """Every (node, class) through the allocator's per-node index (placement's phase 1 asks it for
+    each candidate node): its class-match caches fill, and every device gets its CEL view."""
+    before, t0 = measure(False)[0], time.monotonic()
+    alloc = Allocator(state.inventory, state.allocated(), DEFAULT_FEATURES)
+    for node_info in state.nodes.values():
+        for i in range(args.classes):
+            alloc.cannot_fit(node_info.raw, {f"gpu-{i}": 1})
+    after = measure(False)[0]
+    inv = state.inventory
+    per_device = 2**20 * (after - before) / max(1, len(state.nodes) * args.devices)
+    print(
+        f"packing over {len(state.nodes)} nodes x {args.classes} classes in {time.monotonic() - t0:.1f}s:"
+        f" RSS +{after - before:.0f} MiB ({per_device:.0f} B per device); class_matches {len(inv.class_matches)},"
+        f" expression_matches {len(inv.expression_matches)}, class_candidates {len(inv.class_candidates)}"
+    )
 
 
 if __name__ == "__main__":

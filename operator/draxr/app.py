@@ -71,6 +71,8 @@ class Operator:  # implements handlers.Sink
         self._release_wake = asyncio.Event()
         self.release_plan = gc.ReleasePlan(settings.release_policy)
         self.leading = False
+        self._elector: LeaderElector | None = None
+        self._started = time.monotonic()  # (reset as the informers start)
         metrics.LEADER.labels(name=settings.leader_election_lease_name or settings.scheduler_name).set_function(
             lambda: 1.0 if self.leading else 0.0
         )
@@ -225,7 +227,10 @@ class Operator:  # implements handlers.Sink
         try:
             # What a previous leader wrote, before any rollback or decision (adopted pods: all of them).
             await catch_up(
-                self.kube, self.informers, None if self.settings.adopt_unschedulable else self.settings.scheduler_name
+                self.kube,
+                self.informers,
+                None if self.settings.adopt_unschedulable else self.settings.scheduler_name,
+                quiet_since=self.quiet_since(),
             )
             await self.roll_back_stale_claims()
             log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
@@ -236,6 +241,14 @@ class Operator:  # implements handlers.Sink
         finally:
             self.leading = False
             self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
+
+    def quiet_since(self) -> float | None:
+        """Since when no other leader can have written (takeover.catch_up): without leader election
+        there is no other by contract (one replica; a predecessor ended before this process
+        started its watches); with it, what the elector knows of the lease it took over."""
+        if self._elector is None:
+            return self._started
+        return self._elector.quiet_since()
 
     def elector(self) -> LeaderElector | None:
         s = self.settings
@@ -283,6 +296,11 @@ class Operator:  # implements handlers.Sink
             tasks[name] = asyncio.create_task(coro, name=name)
             return tasks[name]
 
+        elector = self._elector = self.elector()
+        if elector is not None:  # the leader's duties write only while the lease is held and fresh
+            self.kube.fence = elector.fence
+            await elector.observe()  # (before the informers list: see takeover)
+        self._started = time.monotonic()
         for inf in self.informers:
             spawn(f"watch-{inf.name}", inf.run())
         spawn("event-loop-lag", self.health.measure_lag())
@@ -291,9 +309,6 @@ class Operator:  # implements handlers.Sink
         self.health.tasks = tasks  # (the webhook joins them once it starts)
         supervisor = asyncio.create_task(supervise(self.health, s.liveness_exit_seconds), name="supervisor")
         stopper = asyncio.create_task(stop.wait(), name="stop")
-        elector = self.elector()
-        if elector is not None:  # the leader's duties write only while the lease is held and fresh
-            self.kube.fence = elector.fence
         leading: asyncio.Task[None] | None = None
         syncing = asyncio.create_task(self.initial_sync(), name="initial-sync")
         try:

@@ -62,6 +62,10 @@ class LeaderElector:
         # Fixed retry period as client-go's; the guard counts, logs and escalates repeated bugs.
         self._guard = GuardedLoop("leader-election")
         self.renewed_at = 0.0  # time.monotonic() of the last successful acquire or renewal
+        # The lease record read released before this replica's informers listed, and when; and
+        # the record this replica's acquisition replaced (see quiet_since).
+        self._released: tuple[str, float] | None = None
+        self._replaced: str | None = None
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Wait to become leader, run ``lead()`` while leading; return when leadership is lost (the
@@ -93,6 +97,30 @@ class LeaderElector:
             except Exception as e:  # any failure: not acquired, try again (a bug repeated ends the process)
                 self._guard.failed(e, lease=f"{self.namespace}/{self.name}", step="acquire")
             await asyncio.sleep(self.retry_period)
+
+    async def observe(self) -> None:
+        """Read the lease once, before the informers list: if it is released (its last holder
+        drained its writes first, ``release``), note its record and the time. Best effort: a
+        failure or a held lease only means that ``quiet_since`` stays unknown."""
+        at = time.monotonic()
+        try:
+            async with asyncio.timeout(self.renew_deadline):
+                lease = await self.kube.get(LEASES, self.name, self.namespace)
+        except Exception as e:  # (no lease yet, an API hiccup: the catch-up lists, as before)
+            log.info("lease not read before listing", error=_why(e))
+            return
+        rv = (lease.get("metadata") or {}).get("resourceVersion")
+        if rv and not (lease.get("spec") or {}).get("holderIdentity"):
+            self._released = (str(rv), at)
+
+    def quiet_since(self) -> float | None:
+        """Once leading: since when (time.monotonic()) no other leader can have written, if known.
+        Known when the acquisition replaced exactly the released record ``observe`` read: nobody
+        held the lease between that read and this replica's term, and its last holder had stopped
+        writing before it released it."""
+        if self._released is None or not self.is_leader or self._replaced != self._released[0]:
+            return None
+        return self._released[1]
 
     async def release(self) -> None:
         """On clean shutdown: give the lease up so that a standby takes over at once."""
@@ -166,6 +194,7 @@ class LeaderElector:
             return False  # held by another replica, not expired by our observation
         acquire = spec.get("acquireTime") if holder == self.identity else None
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
+        replaced = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         lease["spec"] = self._spec(now, acquire or now, transitions)
         try:
             await self.kube.replace(LEASES, lease, self.namespace)  # resourceVersion makes this atomic
@@ -173,6 +202,8 @@ class LeaderElector:
             if e.status == 409:
                 return False
             raise
+        if not self.is_leader:
+            self._replaced = replaced
         return True
 
     def _spec(self, now: datetime, acquired: datetime | str, transitions: int) -> dict[str, Any]:

@@ -102,6 +102,10 @@ class Informer:
         self.streaming_list: bool | None = None if streaming_list else False  # None: not tried yet
         self.known: dict[str, str] = {}  # "namespace/name" -> uid of what the state holds
         self.resource_version: str | None = None
+        # time.monotonic() when the request of the last complete list was sent: that list (a
+        # consistent read) holds every write made before then (takeover.catch_up skips such kinds).
+        self.listed_since: float | None = None
+        self._list_sent = 0.0
         self.synced = asyncio.Event()
         self.phase = Phase.LISTING
         self.progress = time.monotonic()
@@ -199,6 +203,7 @@ class Informer:
         seen: set[str] = set()
         query: dict[str, Any] = {"limit": self.page_size}
         path = self.target.resource.path()
+        self._list_sent = time.monotonic()  # (every page is read at the first page's snapshot)
         while True:
             try:
                 page = await self.kube.request("GET", path, query=query)
@@ -226,6 +231,7 @@ class Informer:
             self._absent_since = None
         self._reconcile(seen)
         self.resource_version = resource_version or None
+        self.listed_since = self._list_sent
         if not self.synced.is_set():
             log.info("watch synced", watch=self.name, objects=len(self.known))
         self.synced.set()
@@ -248,6 +254,7 @@ class Informer:
         if initial:
             query |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
             self.resource_version = None
+            self._list_sent = time.monotonic()
         else:
             query["resourceVersion"] = self.resource_version
         seen: set[str] = set()

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from draxr.core.allocator import Allocated, AllocationTracker, Allocator, Inventory, NoFit
+from draxr.core.allocator import allocator as allocator_module
 from draxr_dev.allocator.builders import claim, device, device_class, node, request, slice_
 
 
@@ -65,3 +70,24 @@ def test_fast_path_candidates_follow_pool_and_allocation_changes() -> None:
     assert pick(inv, tracker) == ["d1"]
     tracker.forget("x")
     assert pick(inv, tracker, count=2) == ["d0", "d1"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    models=st.lists(st.sampled_from("abc"), min_size=1, max_size=6),
+    wanted=st.lists(st.sampled_from("abc"), min_size=1, max_size=4),
+    limit=st.integers(1, 4),
+)
+def test_the_capped_class_match_cache_answers_as_a_fresh_inventory(
+    models: list[str], wanted: list[str], limit: int
+) -> None:
+    """CLASS_MATCH_CACHE_LIMIT bounds the (class, device) outcomes (memory: devices x classes); the
+    cache starting over never changes an answer: each pick equals one from a fresh inventory."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(allocator_module, "CLASS_MATCH_CACHE_LIMIT", limit)
+        inv = Inventory([model_slice("1", *models)], [])
+        for rv, model in enumerate(wanted, start=1):
+            inv.upsert_class(model_class(str(rv), model))
+            fresh = Inventory([model_slice("1", *models)], [model_class(str(rv), model)])
+            assert pick(inv) == pick(fresh)
+            assert len(inv.class_matches) <= limit

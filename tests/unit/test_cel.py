@@ -27,6 +27,7 @@ from draxr.core.cel import (
     compile_selector,
     device_view,
 )
+from draxr.core.cel import selector as selector_module
 from draxr.core.cel.check import check_checked_expr
 from draxr.core.cel.selector import _CACHE, _CACHE_SIZE, _ENV
 from draxr.core.quantity import parse_go_quantity
@@ -1348,3 +1349,27 @@ def _accepts(parse: Any, s: str) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Throughput (a floor that catches gross regressions; the real figure is printed with -s)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    models=st.lists(st.sampled_from(["a100", "h100", "l4"]), min_size=1, max_size=8),
+    order=st.lists(st.integers(0, 7), min_size=1, max_size=24),
+    cap=st.integers(1, 3),
+)
+def test_bounded_activations_answer_as_fresh_views(models: list[str], order: list[int], cap: int) -> None:
+    """Only the last few devices keep their CEL activations (memory: ~5 KiB per device); one
+    dropped and made again gives the same answers as a view never evaluated before."""
+    selectors = [
+        compile_selector(f'device.attributes["{DRIVER}"].model == "a100"'),
+        compile_selector('device.attributes["other.example.com"].x == 1 || true'),  # an extra-domain activation
+    ]
+    views = [_dev({"model": {"string": m}}) for m in models]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(selector_module, "_MAX_DEVICES_WITH_ACTIVATIONS", cap)
+        for i in order:
+            view = views[i % len(views)]
+            for sel in selectors:
+                fresh = _dev({"model": {"string": models[i % len(views)]}})
+                assert sel.matches(view) == sel.matches(fresh)
+            assert sum(1 for v in views if v._activations.get(threading.get_ident())) <= cap

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -147,3 +148,54 @@ async def test_kube_sends_no_write_its_fence_refuses() -> None:
         with pytest.raises(NotLeading):
             await kube.request(method, "/api/v1/namespaces/ns/pods")
     assert api.calls == ["GET"]
+
+
+async def _lead_once(e: LeaderElector) -> float | None:
+    """Run ``e`` until it leads; what it knows then of when no other leader could write."""
+    seen: list[float | None] = []
+
+    async def lead() -> None:
+        seen.append(e.quiet_since())
+
+    await asyncio.wait_for(e.run(lead), 10)
+    return seen[0]
+
+
+async def test_a_lease_released_before_listing_and_taken_as_it_was_is_quiet_since_the_read() -> None:
+    """A clean restart: the previous leader released the lease (after draining its writes); this
+    replica read it released before its informers listed and replaced that very record."""
+    store = Leases()
+    old = elector(store, "old")
+    await _lead_once(old)
+    await old.release()
+    new = elector(store, "new")
+    await new.observe()
+    assert new.quiet_since() is None  # (not leading yet)
+    before = time.monotonic()
+    quiet = await _lead_once(new)
+    assert quiet is not None
+    assert quiet <= before
+
+
+async def test_a_lease_held_or_taken_by_another_in_between_is_no_quiet_time() -> None:
+    store = Leases()
+    holder = elector(store, "crashed")
+    await _lead_once(holder)  # held, never released (a crash, a frozen process): it may still write
+    late = elector(store, "late")
+    await late.observe()
+    assert await _lead_once(late) is None  # (after the lease expired by its observation)
+
+    store2 = Leases()
+    first = elector(store2, "first")
+    await _lead_once(first)
+    await first.release()
+    standby = elector(store2, "standby")
+    await standby.observe()  # released ...
+    other = elector(store2, "other")
+    await _lead_once(other)  # ... but another replica led in between
+    await other.release()
+    assert await _lead_once(standby) is None
+
+    fresh = elector(Leases(), "fresh")
+    await fresh.observe()  # no Lease at all: nothing known of a previous leader
+    assert await _lead_once(fresh) is None

@@ -62,3 +62,24 @@ def test_a_leader_catching_up_is_no_stalled_scheduling_loop() -> None:
     assert sched.stalled_for() == 0.0
     sched.running = True
     assert sched.stalled_for() >= 36
+
+
+async def test_kinds_listed_since_no_other_leader_could_write_are_not_listed_again() -> None:
+    """A list sent after ``quiet_since`` already holds every write of a previous leader; a kind
+    listed before it (or never) is caught up as before."""
+    state = cluster({"n1": 2})
+    claims = Informer(Target("resourceclaims", RESOURCE_CLAIMS, state.upsert_claim, lambda o: None), None)  # type: ignore[arg-type]
+    pods = Informer(Target("pods", PODS, state.upsert_pod, lambda o: None), None)  # type: ignore[arg-type]
+    held = special_claim("old-claim", "old", "uid-old", alloc=allocation("n1", "gpu-0", "gpu-1"), rv="10")
+    bound = pod("old", gpus=2, node_name="n1", rv="11", claim_name=held["metadata"]["name"])
+    api = Lists({"resourceclaims": [held], "pods": [bound]})
+    claims.listed_since, pods.listed_since = 100.0, 99.0  # pods listed before the quiet time
+
+    assert await catch_up(api, [claims, pods], "draxr", quiet_since=100.0) == 1  # type: ignore[arg-type]
+    assert [plural for plural, _ in api.queries] == ["pods"]
+    assert state.pods["uid-old"].node_name == "n1"
+
+    pods.listed_since = 100.5
+    assert await catch_up(api, [claims, pods], "draxr", quiet_since=100.0) == 0  # type: ignore[arg-type]
+    assert await catch_up(api, [claims, pods], "draxr", quiet_since=None) == 2  # type: ignore[arg-type]
+    assert [plural for plural, _ in api.queries] == ["pods", "resourceclaims", "pods"]

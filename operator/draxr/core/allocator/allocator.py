@@ -35,6 +35,10 @@ from draxr.core.quantity import Quantity
 __all__ = ["Allocator", "Stats"]
 
 MATCH_CACHE_LIMIT = 500_000  # cross-call cache entries before starting over
+# The (class, device) outcomes: one entry per device and class (~110 B each; 5,000 x 8 devices and
+# 25 classes would be 1,000,000), behind the per-(node, class) candidates and in front of the
+# per-(expression, device) results that classes share, so a miss costs dict lookups, not CEL.
+CLASS_MATCH_CACHE_LIMIT = 65_536
 
 
 class _MaxSizeExceeded(Exception):
@@ -513,7 +517,7 @@ class _Run:
             outcome = (str(exc), exc.kind)
         if key is not None:
             cache = self.o.inventory.class_matches
-            if len(cache) >= MATCH_CACHE_LIMIT:
+            if len(cache) >= CLASS_MATCH_CACHE_LIMIT:
                 cache.clear()  # entries of old slice/class versions are never looked up again
             cache[key] = outcome
         return outcome

@@ -34,6 +34,12 @@ _CACHE_SIZE: Final = 256
 _MAX_DOMAIN_RETRIES: Final = 8
 # Extra-domain activations kept per device, beyond the plain one.
 _MAX_CACHED_ACTIVATIONS: Final = 16
+# Devices whose activations are kept, per thread (the oldest's are dropped). An activation holds
+# the device converted into CEL values (~5 KiB each: 200 MiB at 5,000 nodes x 8 devices once the
+# packing has reached them all); remaking one costs ~7 us on top of its evaluation (~4 us), and
+# the allocator caches selector results per (expression, device), so few evaluations remake one.
+_MAX_DEVICES_WITH_ACTIVATIONS = 4096
+_HELD = threading.local()  # .devices: OrderedDict[int, DeviceView], oldest first
 
 _T = cel.Type
 
@@ -66,6 +72,13 @@ def _activations(dev: DeviceView) -> dict[tuple[str, ...], Any]:
     acts = dev._activations.get(thread)
     if acts is None:
         acts = dev._activations[thread] = {}
+        held: OrderedDict[int, DeviceView] | None = getattr(_HELD, "devices", None)
+        if held is None:
+            held = _HELD.devices = OrderedDict()
+        held[id(dev)] = dev  # (held: its id stays unique while it is listed)
+        while len(held) > _MAX_DEVICES_WITH_ACTIVATIONS:
+            _, oldest = held.popitem(last=False)
+            oldest._activations.pop(thread, None)
     return acts
 
 
