@@ -137,13 +137,14 @@ class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
     def pod_groups(self) -> Iterable[SpreadGroup]: ...
     def labels_of(self, node: str) -> Labels | None: ...
+    def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts: ...
 
 
 # nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
 NodeEligible = Callable[[str, Constraint], bool] | None
 
 
-def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
+def matching_pods(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
     """Per node, the placed pods `countPodsMatchSelector` counts (not terminating, the pod's
     namespace, matching), the selector matched once per group of pods with equal labels."""
     out: dict[str, int] = {}
@@ -155,6 +156,49 @@ def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dic
         for node, count in group.nodes.items():
             out[node] = out.get(node, 0) + count
     return out
+
+
+class SelectorCounts:
+    """The placed pods one selector counts (`countPodsMatchSelector`) on each node, and per
+    topology key on each domain of the known nodes (a node without the key is domain ""). Built
+    once and kept up to date pod by pod across cycles (ClusterState.selector_counts) for the
+    spreading score, where upstream's PreScore recounts every pod for every pod it schedules. The
+    domain tables read node labels: the owner drops them when the nodes change (reset_domains)."""
+
+    __slots__ = ("_domains", "_labels_of", "nodes")
+
+    def __init__(self, nodes: dict[str, int], labels_of: Callable[[str], Labels | None]) -> None:
+        self.nodes = nodes
+        self._labels_of = labels_of
+        self._domains: dict[str, dict[str, int]] = {}
+
+    def add(self, node: str, delta: int) -> None:
+        count = self.nodes.get(node, 0) + delta
+        if count:
+            self.nodes[node] = count
+        else:
+            del self.nodes[node]
+        if self._domains:
+            labels = self._labels_of(node)
+            if labels is not None:
+                for key, counts in self._domains.items():
+                    value = labels.get(key, "")
+                    counts[value] = counts.get(value, 0) + delta
+
+    def domains(self, key: str) -> Mapping[str, int]:
+        """Per value of ``key``, the counted pods on the known nodes (absent: 0)."""
+        found = self._domains.get(key)
+        if found is None:
+            found = self._domains[key] = {}
+            for node, count in self.nodes.items():
+                labels = self._labels_of(node)
+                if labels is not None:
+                    value = labels.get(key, "")
+                    found[value] = found.get(value, 0) + count
+        return found
+
+    def reset_domains(self) -> None:
+        self._domains = {}
 
 
 def _has_keys(labels: Labels, constraints: Sequence[Constraint]) -> bool:
@@ -223,7 +267,7 @@ def domain_counts(
     domains: Domains, index: int, namespace: str, selector: Selector, cluster: SpreadCluster
 ) -> DomainCounts:
     out = DomainCounts(domains.by_node[index], domains.values[index])
-    for node, count in _matching(cluster, selector, namespace).items():
+    for node, count in matching_pods(cluster, selector, namespace).items():
         out.add(node, count)
     return out
 
@@ -266,35 +310,34 @@ def spread_scores(
     if not constraints or not feasible:
         return None
     scored = [f for f in feasible if _has_keys(f[1], constraints)] if require_all_topologies else feasible
-    # The placed pods each constraint counts, node by node; one count per distinct selector (the
-    # system defaults share theirs).
-    by_selector: dict[Selector, dict[str, int]] = {}
-    matching = []
-    for c in constraints:
-        found = by_selector.get(c.selector)
-        if found is None:
-            found = by_selector[c.selector] = _matching(cluster, c.selector, namespace)
-        matching.append(found)
+    # The placed pods each constraint counts, kept per selector across cycles (the system
+    # defaults share theirs).
+    matching = [cluster.selector_counts(namespace, c.selector) for c in constraints]
 
     raw = [0.0] * len(scored)
     for i, c in enumerate(constraints):
         key, extra = c.topology_key, c.max_skew - 1
         if key == HOSTNAME:
             weight = math.log(len(scored) + 2)
-            on_node = matching[i]
+            on_node = matching[i].nodes
             for j, (node, labels) in enumerate(scored):
                 if key in labels:
                     raw[j] += on_node.get(node, 0) * weight + extra
             continue
         # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
         counts = dict.fromkeys((labels.get(key, "") for _, labels in scored), 0)
-        for node, count in matching[i].items():
-            known = cluster.labels_of(node)
-            if known is None or (require_all_topologies and not _has_keys(known, constraints)):
-                continue
-            value = known.get(key, "")
-            if value in counts and (eligible is None or eligible(node, c)):
-                counts[value] += count
+        if eligible is None and not require_all_topologies:  # every known node counts: kept totals
+            totals = matching[i].domains(key)
+            for value in counts:
+                counts[value] = totals.get(value, 0)
+        else:
+            for node, count in matching[i].nodes.items():
+                known = cluster.labels_of(node)
+                if known is None or (require_all_topologies and not _has_keys(known, constraints)):
+                    continue
+                value = known.get(key, "")
+                if value in counts and (eligible is None or eligible(node, c)):
+                    counts[value] += count
         weight = math.log(len(counts) + 2)
         for j, (_, labels) in enumerate(scored):
             domain = labels.get(key)

@@ -31,7 +31,7 @@ from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
-from draxr.core.spread import DomainCounts, Domains, counted, domain_counts
+from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
 
 if TYPE_CHECKING:
@@ -491,6 +491,10 @@ class ClusterState:
         # key -> (namespace, selector, counts); dropped with the domains they count in.
         self._domain_counts: dict[Hashable, tuple[str, Selector, DomainCounts]] = {}
         self._domains_revision = -1
+        # Spreading scores' matching pods per (namespace, selector), kept up to date like the above;
+        # their per-domain tables are dropped when the nodes change.
+        self._selector_counts: dict[tuple[str, Selector], SelectorCounts] = {}
+        self._selector_counts_revision = -1
         # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
@@ -634,6 +638,9 @@ class ClusterState:
             for namespace, selector, domain in self._domain_counts.values():
                 if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
                     domain.add(node, sign)
+            for (namespace, selector), per_selector in self._selector_counts.items():
+                if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
+                    per_selector.add(node, sign)
             if pod.volumes:
                 if sign > 0:
                     self.storage.place_pod(PodVolumes(pod.uid, pod.namespace, pod.name, node, pod.volumes))
@@ -675,6 +682,23 @@ class ClusterState:
                 domain_counts(domains, index, namespace, selector, self),
             )
         return found[2]
+
+    def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts:
+        """The placed pods ``selector`` counts in ``namespace``, per node and per domain, counted
+        once, then maintained by _account (bounded like the domain tables)."""
+        if self._selector_counts_revision != self.node_revision:
+            for per_selector in self._selector_counts.values():
+                per_selector.reset_domains()
+            self._selector_counts_revision = self.node_revision
+        key = (namespace, selector)
+        found = self._selector_counts.get(key)
+        if found is None:
+            if len(self._selector_counts) >= _DOMAINS_LIMIT:
+                self._selector_counts.clear()
+            found = self._selector_counts[key] = SelectorCounts(
+                matching_pods(self, selector, namespace), self.labels_of
+            )
+        return found
 
     def pod_groups(self) -> Iterable[PodGroup]:
         return self._groups.values()
