@@ -13,7 +13,7 @@ from draxr.core.cycle import PodCycle
 from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
 from draxr.core.node_verdict import NodeVerdict
 from draxr.core.scores import MAX_NODE_SCORE, WEIGHTS, image_locality_score, normalized_image_name
-from draxr.core.spread import spread_scores
+from draxr.core.spread import spread_column
 from draxr.core.state import ClusterState, NodeInfo
 
 
@@ -91,10 +91,12 @@ def rank(
         columns.append(("ImageLocality", column))
 
     if cycle.soft_spread:
-        feasible = [(n.name, n.labels) for n in nodes]
-        spread = spread_scores(cycle.soft_spread, pod.namespace, state, cycle.eligible, feasible, view.spread.explicit)
+        labels = [n.labels for n in nodes]
+        spread = spread_column(
+            cycle.soft_spread, pod.namespace, state, cycle.eligible, names, labels, view.spread.explicit
+        )
         if spread is not None:
-            columns.append(("PodTopologySpread", [spread[name] for name in names]))
+            columns.append(("PodTopologySpread", spread))
 
     topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
     if topology is not None:

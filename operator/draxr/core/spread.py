@@ -307,49 +307,94 @@ def spread_scores(
     require_all_topologies: bool,
 ) -> dict[str, int] | None:
     """PreScore + Score over the feasible nodes, then NormalizeScore; None when skipped."""
-    if not constraints or not feasible:
+    names = [name for name, _ in feasible]
+    column = spread_column(
+        constraints, namespace, cluster, eligible, names, [labels for _, labels in feasible], require_all_topologies
+    )
+    return None if column is None else dict(zip(names, column, strict=True))
+
+
+def spread_column(
+    constraints: tuple[Constraint, ...],
+    namespace: str,
+    cluster: SpreadCluster,
+    eligible: NodeEligible,
+    names: Sequence[str],
+    labels: Sequence[Labels],
+    require_all_topologies: bool,
+) -> list[int] | None:
+    """spread_scores as a list in the order of ``names`` (the feasible nodes, ``labels`` theirs)."""
+    if not constraints or not names:
         return None
-    scored = [f for f in feasible if _has_keys(f[1], constraints)] if require_all_topologies else feasible
-    # The placed pods each constraint counts, kept per selector across cycles (the system
-    # defaults share theirs).
-    matching = [cluster.selector_counts(namespace, c.selector) for c in constraints]
+    if require_all_topologies:
+        keep = [_has_keys(node_labels, constraints) for node_labels in labels]
+        if not all(keep):  # the nodes left out score 0
+            inner = iter(
+                _scores(
+                    constraints,
+                    namespace,
+                    cluster,
+                    eligible,
+                    [n for n, k in zip(names, keep, strict=True) if k],
+                    [node_labels for node_labels, k in zip(labels, keep, strict=True) if k],
+                    True,
+                )
+            )
+            return [next(inner) if k else 0 for k in keep]
+    return _scores(constraints, namespace, cluster, eligible, names, labels, require_all_topologies)
 
-    raw = [0.0] * len(scored)
-    for i, c in enumerate(constraints):
+
+def _scores(
+    constraints: tuple[Constraint, ...],
+    namespace: str,
+    cluster: SpreadCluster,
+    eligible: NodeEligible,
+    names: Sequence[str],
+    labels: Sequence[Labels],
+    require_all_topologies: bool,
+) -> list[int]:
+    """Score and NormalizeScore over the scored nodes (each has every key when
+    ``require_all_topologies``)."""
+    if not names:
+        return []
+    raw: list[float] | None = None
+    for c in constraints:
+        # The placed pods the constraint counts, kept per selector across cycles (the system
+        # defaults share theirs).
+        matching = cluster.selector_counts(namespace, c.selector)
         key, extra = c.topology_key, c.max_skew - 1
+        column: list[float]
         if key == HOSTNAME:
-            weight = math.log(len(scored) + 2)
-            on_node = matching[i].nodes
-            for j, (node, labels) in enumerate(scored):
-                if key in labels:
-                    raw[j] += on_node.get(node, 0) * weight + extra
-            continue
-        # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
-        counts = dict.fromkeys((labels.get(key, "") for _, labels in scored), 0)
-        if eligible is None and not require_all_topologies:  # every known node counts: kept totals
-            totals = matching[i].domains(key)
-            for value in counts:
-                counts[value] = totals.get(value, 0)
+            weight = math.log(len(names) + 2)
+            on_node = matching.nodes.get
+            column = [
+                on_node(name, 0) * weight + extra if key in node_labels else 0.0
+                for name, node_labels in zip(names, labels, strict=True)
+            ]
         else:
-            for node, count in matching[i].nodes.items():
-                known = cluster.labels_of(node)
-                if known is None or (require_all_topologies and not _has_keys(known, constraints)):
-                    continue
-                value = known.get(key, "")
-                if value in counts and (eligible is None or eligible(node, c)):
-                    counts[value] += count
-        weight = math.log(len(counts) + 2)
-        for j, (_, labels) in enumerate(scored):
-            domain = labels.get(key)
-            if domain is not None:
-                raw[j] += counts[domain] * weight + extra
-
-    rounded = [math.floor(score + 0.5) for score in raw]  # math.Round, for non-negative values
-    lo, hi = min(rounded, default=0), max(rounded, default=0)
+            domains = [node_labels.get(key) for node_labels in labels]
+            # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
+            counts = dict.fromkeys((d if d is not None else "" for d in domains), 0)
+            if eligible is None and not require_all_topologies:  # every known node counts: kept totals
+                totals = matching.domains(key)
+                for value in counts:
+                    counts[value] = totals.get(value, 0)
+            else:
+                for node, count in matching.nodes.items():
+                    known = cluster.labels_of(node)
+                    if known is None or (require_all_topologies and not _has_keys(known, constraints)):
+                        continue
+                    value = known.get(key, "")
+                    if value in counts and (eligible is None or eligible(node, c)):
+                        counts[value] += count
+            weight = math.log(len(counts) + 2)
+            column = [counts[d] * weight + extra if d is not None else 0.0 for d in domains]
+        raw = column if raw is None else [a + b for a, b in zip(raw, column, strict=True)]
+    assert raw is not None
+    floor = math.floor
+    rounded = [floor(score + 0.5) for score in raw]  # math.Round, for non-negative values
+    lo, hi = min(rounded), max(rounded)
     if hi == 0:
-        out = {node: MAX_NODE_SCORE for node, _ in scored}
-    else:
-        out = {node: MAX_NODE_SCORE * (hi + lo - r) // hi for (node, _), r in zip(scored, rounded, strict=True)}
-    if len(scored) == len(feasible):
-        return out
-    return {node: out.get(node, 0) for node, _ in feasible}  # the nodes left out score 0
+        return [MAX_NODE_SCORE] * len(rounded)
+    top = hi + lo
+    return [MAX_NODE_SCORE * (top - r) // hi for r in rounded]
