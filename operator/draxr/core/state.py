@@ -459,6 +459,10 @@ class ClusterState:
         # results computed under a stamp stay valid while it does (core.equivalence).
         self.node_stamps: dict[str, int] = {}
         self._stamps = itertools.count(1)
+        # The nodes touched, in stamp order: touched_base + i is the i-th name's position in the
+        # whole history (placement replays the tail to find what changed since it last looked).
+        self.touched: list[str] = []
+        self.touched_base = 0
         self.inventory = Inventory(on_node_change=self.touch_node)
         self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
         self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
@@ -525,6 +529,11 @@ class ClusterState:
     def touch_node(self, name: str) -> None:
         """Something per-node placement reads of the node changed (see ``node_stamps``)."""
         self.node_stamps[name] = next(self._stamps)
+        log = self.touched
+        log.append(name)
+        if len(log) > 4 * len(self.nodes) + 4096:  # bounded: a reader further behind starts over
+            self.touched_base += len(log)
+            self.touched = []
 
     def _pool_changed(self, pool: tuple[str, str]) -> None:
         for node in self.inventory.nodes_of_pool(*pool):
