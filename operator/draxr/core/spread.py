@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import contains, methodcaller
 from typing import Any, Protocol
 
 from draxr.core.labels import Labels, Selector
@@ -354,47 +356,62 @@ def _scores(
     require_all_topologies: bool,
 ) -> list[int]:
     """Score and NormalizeScore over the scored nodes (each has every key when
-    ``require_all_topologies``)."""
+    ``require_all_topologies``). A node's score depends only on its count per constraint (None:
+    the node lacks the key), and few nodes differ in those: the counts are gathered per node with
+    C-level maps, the scores computed once per distinct combination."""
     if not names:
         return []
-    raw: list[float] | None = None
+    columns: list[list[int | None]] = []
+    terms: list[tuple[float, int]] = []  # per constraint: weight, maxSkew - 1
     for c in constraints:
         # The placed pods the constraint counts, kept per selector across cycles (the system
         # defaults share theirs).
         matching = cluster.selector_counts(namespace, c.selector)
-        key, extra = c.topology_key, c.max_skew - 1
-        column: list[float]
+        key = c.topology_key
         if key == HOSTNAME:
-            weight = math.log(len(names) + 2)
-            on_node = matching.nodes.get
-            column = [
-                on_node(name, 0) * weight + extra if key in node_labels else 0.0
-                for name, node_labels in zip(names, labels, strict=True)
-            ]
+            column: list[int | None] = list(map(matching.nodes.get, names, repeat(0)))
+            has = list(map(contains, labels, repeat(key)))
+            if not all(has):
+                column = [n if h else None for n, h in zip(column, has, strict=True)]
+            terms.append((math.log(len(names) + 2), c.max_skew - 1))
         else:
-            domains = [node_labels.get(key) for node_labels in labels]
+            domains: list[str | None] = list(map(methodcaller("get", key), labels))
             # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
-            counts = dict.fromkeys((d if d is not None else "" for d in domains), 0)
+            values = set(domains)
+            if None in values:
+                values.discard(None)
+                values.add("")
+            counts: dict[str | None, int | None] = dict.fromkeys(values, 0)
             if eligible is None and not require_all_topologies:  # every known node counts: kept totals
                 totals = matching.domains(key)
-                for value in counts:
-                    counts[value] = totals.get(value, 0)
+                for value in values:
+                    counts[value] = totals.get(value, 0)  # type: ignore[arg-type]
             else:
                 for node, count in matching.nodes.items():
                     known = cluster.labels_of(node)
                     if known is None or (require_all_topologies and not _has_keys(known, constraints)):
                         continue
                     value = known.get(key, "")
-                    if value in counts and (eligible is None or eligible(node, c)):
-                        counts[value] += count
+                    found = counts.get(value)
+                    if found is not None and (eligible is None or eligible(node, c)):
+                        counts[value] = found + count
             weight = math.log(len(counts) + 2)
-            column = [counts[d] * weight + extra if d is not None else 0.0 for d in domains]
-        raw = column if raw is None else [a + b for a, b in zip(raw, column, strict=True)]
-    assert raw is not None
-    floor = math.floor
-    rounded = [floor(score + 0.5) for score in raw]  # math.Round, for non-negative values
-    lo, hi = min(rounded), max(rounded)
+            counts[None] = None
+            column = list(map(counts.__getitem__, domains))
+            terms.append((weight, c.max_skew - 1))
+        columns.append(column)
+    keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+    rounded: dict[Any, int] = {}
+    for k in set(keys):
+        parts = (k,) if len(columns) == 1 else k
+        raw = 0.0
+        for part, (weight, extra) in zip(parts, terms, strict=True):
+            if part is not None:
+                raw += part * weight + extra
+        rounded[k] = math.floor(raw + 0.5)  # math.Round, for non-negative values
+    lo, hi = min(rounded.values()), max(rounded.values())
     if hi == 0:
-        return [MAX_NODE_SCORE] * len(rounded)
+        return [MAX_NODE_SCORE] * len(keys)
     top = hi + lo
-    return [MAX_NODE_SCORE * (top - r) // hi for r in rounded]
+    score = {k: MAX_NODE_SCORE * (top - r) // hi for k, r in rounded.items()}
+    return list(map(score.__getitem__, keys))
