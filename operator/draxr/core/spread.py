@@ -375,6 +375,8 @@ def _scores(
                 column = [n if h else None for n, h in zip(column, has, strict=True)]
             terms.append((math.log(len(names) + 2), c.max_skew - 1))
         else:
+            if not any(map(contains, labels, repeat(key))):
+                continue  # no scored node is in a domain of the key: it scores nothing anywhere
             domains: list[str | None] = list(map(methodcaller("get", key), labels))
             # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
             values = set(domains)
@@ -400,6 +402,8 @@ def _scores(
             column = list(map(counts.__getitem__, domains))
             terms.append((weight, c.max_skew - 1))
         columns.append(column)
+    if not columns:
+        return [MAX_NODE_SCORE] * len(names)  # every raw score 0
     keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
     rounded: dict[Any, int] = {}
     for k in set(keys):
