@@ -370,9 +370,8 @@ def _scores(
         key = c.topology_key
         if key == HOSTNAME:
             column: list[int | None] = list(map(matching.nodes.get, names, repeat(0)))
-            has = list(map(contains, labels, repeat(key)))
-            if not all(has):
-                column = [n if h else None for n, h in zip(column, has, strict=True)]
+            if not all(map(contains, labels, repeat(key))):
+                column = [n if key in node_labels else None for n, node_labels in zip(column, labels, strict=True)]
             terms.append((math.log(len(names) + 2), c.max_skew - 1))
         else:
             if not any(map(contains, labels, repeat(key))):
