@@ -298,3 +298,16 @@ def test_the_property_fails_when_the_runs_are_not_invalidated() -> None:
             broken()
     finally:
         Aligned.sync = original  # type: ignore[method-assign]
+
+
+def test_runs_start_over_when_the_touch_log_was_cut() -> None:
+    """A table that fell behind the bounded touch log (ClusterState.touched) revalidates every node:
+    a node changed before the cut is not taken from a stale run."""
+    world = _World(3, per_node=False)
+    for variant in range(8):  # each round: a decision from the runs, a node changed, the log cut
+        world.schedule_both(0, 0, Scoring.MOST_ALLOCATED)
+        world.upsert_node(variant % 3, variant)
+        base = world.state.touched_base
+        while world.state.touched_base == base:
+            world.state.touch_node("elsewhere")
+        world.compare(0, 0, Scoring.MOST_ALLOCATED)
