@@ -34,6 +34,16 @@ class TouchLog(Protocol):
     touched_base: int
 
 
+_POSITIONS: list[tuple[list[str], dict[str, int]]] = []  # the latest names list's positions
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    """Each name's position, shared by the tables laid out along the same list (by identity)."""
+    if not _POSITIONS or _POSITIONS[0][0] is not names:
+        _POSITIONS[:] = [(names, {name: i for i, name in enumerate(names)})]
+    return _POSITIONS[0][1]
+
+
 class Aligned(Generic[N, V]):
     """One table's results laid out along one list of node names (placement's sorted names), with
     which positions hold a result still valid (the node not touched since) and which of those
@@ -45,7 +55,7 @@ class Aligned(Generic[N, V]):
 
     def __init__(self, names: list[str], log: TouchLog) -> None:
         self.names = names
-        self.position = {name: i for i, name in enumerate(names)}
+        self.position = _positions(names)
         self.valid = bytearray(len(names))  # 1: nodes[i] and results[i] hold for the node now
         self.passing = bytearray(len(names))  # 1: results[i] passes (only read where valid)
         self.nodes: list[N | None] = [None] * len(names)
