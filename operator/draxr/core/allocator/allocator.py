@@ -554,8 +554,6 @@ class _Run:
             raise AllocationFatalError(
                 f"{who}: selector #{i}: CEL compile error: {exc}", FatalKind.CEL_COMPILE
             ) from exc
-        if compiled.driver_equals is not None:  # only the driver compared: no CEL view needed
-            return dev.driver == compiled.driver_equals
         try:
             if dev.view is None:
                 dev.view = cel.device_view(dev.driver, dev.raw)

@@ -120,26 +120,14 @@ def _describe_device(dev: DeviceView, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# `device.driver == "<name>"` (either way round, a plain double-quoted literal): what most
-# classes select by. Its value is that string comparison, never an error, so it is answered
-# without the device's CEL view and activation (their first build costs ~70 us per device).
-_DRIVER_EQUALS: Final = re.compile(r'\s*(?:device\.driver\s*==\s*"([^"\\\n]*)"|"([^"\\\n]*)"\s*==\s*device\.driver)\s*')
-
-
 class CompiledSelector:
-    """A compiled, type-checked selector; `matches` evaluates it against one device.
-    ``driver_equals``: the driver name when the selector is only `device.driver == "<name>"`
-    (its result on a device is then ``device.driver == driver_equals``)."""
+    """A compiled, type-checked selector; `matches` evaluates it against one device."""
 
-    __slots__ = ("_program", "driver_equals", "expression")
+    __slots__ = ("_program", "expression")
 
     def __init__(self, expression: str, program: cel.Expression) -> None:
         self.expression = expression
         self._program = program
-        simple = _DRIVER_EQUALS.fullmatch(expression)
-        self.driver_equals: str | None = None
-        if simple is not None:
-            self.driver_equals = simple.group(1) if simple.group(1) is not None else simple.group(2)
 
     def __repr__(self) -> str:
         return f"CompiledSelector({self.expression!r})"
