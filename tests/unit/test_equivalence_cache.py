@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.equivalence import Aligned, TouchLog
 from draxr.core.placement import Decision, Scoring, Unschedulable, schedule
 from draxr.core.state import ClusterState
 from tests.unit import cluster_builders as cb
@@ -107,7 +108,8 @@ _ops = st.one_of(
 
 
 class _World:
-    def __init__(self, nodes: int) -> None:
+    def __init__(self, nodes: int, per_node: bool = True) -> None:
+        self.per_node = per_node  # also schedule on each node alone (a new node list every time)
         self.state = ClusterState()
         self.state.upsert_class(cb.gpu_class())
         self.state.upsert_workload(
@@ -140,6 +142,8 @@ class _World:
         cached = schedule(info, self.state, **kw)
         assert cached == schedule(info, self.state, equivalence=False, **kw)
         assert schedule(info, self.state, **kw) == cached
+        if not self.per_node:
+            return info.uid, cached
         every = self.state.nodes
         try:
             for name, node in every.items():
@@ -192,8 +196,8 @@ class _World:
 _settings = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check(nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool) -> None:
-    world = _World(nodes)
+def _check(nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool, per_node: bool = True) -> None:
+    world = _World(nodes, per_node)
     scoring = Scoring.LEAST_ALLOCATED if least else Scoring.MOST_ALLOCATED
     for op in ops:
         world.apply(op, shapes, scoring)
@@ -213,6 +217,16 @@ def test_decisions_with_the_cache_equal_decisions_without_it(
     nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool
 ) -> None:
     _check(nodes, shapes, ops, least)
+
+
+@_settings
+@given(*_case)
+def test_runs_kept_across_pods_give_the_decisions_without_the_cache(
+    nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool
+) -> None:
+    """Without the per-node probes the node list stays the same object between pods, so that
+    placement's runs of valid verdicts (equivalence.Aligned) live across pods and changes."""
+    _check(nodes, shapes, ops, least, per_node=False)
 
 
 def test_pods_of_one_shape_share_a_table_and_reuse_it() -> None:
@@ -257,3 +271,43 @@ def test_the_property_fails_when_the_cache_is_not_invalidated() -> None:
 
     with _without_invalidation(), pytest.raises(AssertionError):
         broken()
+
+
+def test_the_property_fails_when_the_runs_are_not_invalidated() -> None:
+    """Aligned.sync that forgets to drop the touched nodes' positions: a counterexample is found."""
+
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        report_multiple_bugs=False,
+        phases=[Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(*_case)
+    def broken(nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool) -> None:
+        _check(nodes, shapes, ops, least, per_node=False)
+
+    def sync_nothing(self: Aligned[Any, Any], log: TouchLog) -> None:
+        self.seen = log.touched_base + len(log.touched)
+
+    original = Aligned.sync
+    Aligned.sync = sync_nothing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(AssertionError):
+            broken()
+    finally:
+        Aligned.sync = original  # type: ignore[method-assign]
+
+
+def test_runs_start_over_when_the_touch_log_was_cut() -> None:
+    """A table that fell behind the bounded touch log (ClusterState.touched) revalidates every node:
+    a node changed before the cut is not taken from a stale run."""
+    world = _World(3, per_node=False)
+    for variant in range(8):  # each round: a decision from the runs, a node changed, the log cut
+        world.schedule_both(0, 0, Scoring.MOST_ALLOCATED)
+        world.upsert_node(variant % 3, variant)
+        base = world.state.touched_base
+        while world.state.touched_base == base:
+            world.state.touch_node("elsewhere")
+        world.compare(0, 0, Scoring.MOST_ALLOCATED)

@@ -14,17 +14,104 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Any, Generic, TypeVar
+from itertools import compress
+from typing import Any, Generic, Protocol, TypeVar
 
 V = TypeVar("V")
+N = TypeVar("N")
 
 _TABLES = 64  # pods of this many distinct shapes keep their tables; each holds one entry per node
+
+
+_FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+
+
+class TouchLog(Protocol):
+    """ClusterState's log of touched nodes (``touched_base + i``: the i-th name's place in the
+    whole history; a reader further behind than the base has lost track)."""
+
+    touched: list[str]
+    touched_base: int
+
+
+_POSITIONS: list[tuple[list[str], dict[str, int]]] = []  # the latest names list's positions
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    """Each name's position, shared by the tables laid out along the same list (by identity)."""
+    if not _POSITIONS or _POSITIONS[0][0] is not names:
+        _POSITIONS[:] = [(names, {name: i for i, name in enumerate(names)})]
+    return _POSITIONS[0][1]
+
+
+class Aligned(Generic[N, V]):
+    """One table's results laid out along one list of node names (placement's sorted names), with
+    which positions hold a result still valid (the node not touched since) and which of those
+    pass the node-local filters: phase 1 takes whole runs of valid positions with a few C-level
+    calls (bytearray find/count, itertools.compress) instead of node by node. Positions become
+    invalid by replaying the state's touch log (sync)."""
+
+    __slots__ = ("names", "nodes", "passing", "position", "results", "seen", "valid")
+
+    def __init__(self, names: list[str], log: TouchLog) -> None:
+        self.names = names
+        self.position = _positions(names)
+        self.valid = bytearray(len(names))  # 1: nodes[i] and results[i] hold for the node now
+        self.passing = bytearray(len(names))  # 1: results[i] passes (only read where valid)
+        self.nodes: list[N | None] = [None] * len(names)
+        self.results: list[V | None] = [None] * len(names)
+        self.seen = log.touched_base + len(log.touched)
+
+    def sync(self, log: TouchLog) -> None:
+        """Invalidate the positions of the nodes touched since the last sync."""
+        base, touched = log.touched_base, log.touched
+        if self.seen < base:
+            self.valid = bytearray(len(self.names))
+        else:
+            position, valid = self.position, self.valid
+            for name in touched[self.seen - base :]:
+                i = position.get(name)
+                if i is not None:
+                    valid[i] = 0
+        self.seen = base + len(touched)
+
+    def store(self, i: int, node: N, result: V, valid: bool, passing: bool) -> None:
+        self.nodes[i], self.results[i] = node, result
+        self.valid[i], self.passing[i] = valid, passing
+
+    def run_end(self, start: int, end: int) -> int:
+        """The end of the run of valid positions from ``start`` (at most ``end``)."""
+        found = self.valid.find(0, start, end)
+        return end if found < 0 else found
+
+    def take(self, start: int, end: int, want: int) -> tuple[int, list[N], list[V]]:
+        """From the valid run [start, end), the passing positions' nodes and results, stopping
+        right after the ``want``-th: (where it stopped, nodes, results)."""
+        passing = self.passing
+        if passing.count(1, start, end) > want:
+            lo, hi = start + want, end  # the first stop with ``want`` passing before it
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if passing.count(1, start, mid) >= want:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            end = lo
+        chosen = passing[start:end]
+        nodes: list[N] = list(compress(self.nodes[start:end], chosen))  # type: ignore[arg-type]
+        results: list[V] = list(compress(self.results[start:end], chosen))  # type: ignore[arg-type]
+        return end, nodes, results
+
+    def rejected(self, start: int, end: int) -> list[V]:
+        """The results in [start, end) that do not pass."""
+        failing = self.passing[start:end].translate(_FLIP)
+        return list(compress(self.results[start:end], failing))  # type: ignore[arg-type]
 
 
 class EquivalenceTable(Generic[V]):
     """One pod shape's entries: node name -> (the node's stamp when computed, the result)."""
 
-    __slots__ = ("entries", "mapping", "options", "shared")
+    __slots__ = ("aligned", "entries", "mapping", "options", "shared")
 
     def __init__(self, mapping: object, options: Hashable) -> None:
         self.mapping, self.options = mapping, options
@@ -32,6 +119,7 @@ class EquivalenceTable(Generic[V]):
         # Results that depend on the pod's shape and cluster-wide inputs alone (placement keeps
         # the device-plugin/DRA split per set of advertised names here).
         self.shared: dict[Hashable, Any] = {}
+        self.aligned: Aligned[Any, V] | None = None  # placement's runs (for its current names list)
 
 
 class EquivalenceCache(Generic[V]):

@@ -18,6 +18,7 @@ from draxr.core import pod_claims, volumes
 from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
 from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
+from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
 from draxr.core.pod_claims import ClaimsCycle, ClaimsRejection, PodClaim
@@ -488,6 +489,17 @@ def schedule(
     beyond_node = filters.reads_beyond_node
     nodes, usages, stamps = state.nodes, state.usage, state.node_stamps
 
+    # Runs of nodes whose cached verdicts still hold are taken whole (equivalence.Aligned) when
+    # nothing but the node-local verdict decides phase 1 for the pod.
+    aligned: Aligned[NodeInfo, NodeVerdict] | None = None
+    runs: list[tuple[int, int]] = []  # the runs taken; their rejections are counted at the end
+    if equivalence and not beyond_node and ccycle is None:
+        aligned = table.aligned
+        if aligned is None or aligned.names is not names:
+            aligned = table.aligned = Aligned(names, state)
+        else:
+            aligned.sync(state)
+
     reasons: Counter[str] = Counter()
     dra = DynamicResources(pod, state, features, ccycle)
     evaluated = 0
@@ -497,7 +509,18 @@ def schedule(
         verdicts: list[NodeVerdict] = []
         dra_fits: list[DraFit | None] = []
         while evaluated < total and len(feasible) < want:
-            name = names[(start + evaluated) % total]
+            at = (start + evaluated) % total
+            if aligned is not None:
+                end = aligned.run_end(at, min(total, at + total - evaluated))
+                if end > at:
+                    end, taken, taken_verdicts = aligned.take(at, end, want - len(feasible))
+                    feasible += taken
+                    verdicts += taken_verdicts
+                    dra_fits += [None] * len(taken)
+                    runs.append((at, end))
+                    evaluated += end - at
+                    continue
+            name = names[at]
             evaluated += 1
             node = nodes[name]
             found: NodeVerdict | None = None
@@ -510,6 +533,8 @@ def schedule(
                 found = local.verdict(node, usages.get(name) or EMPTY_USAGE)
                 if entries is not None and stamp is not None:
                     entries[name] = (stamp, found)
+            if aligned is not None and stamp is not None:
+                aligned.store(at, node, found, found.problem is None, found.ext is not None)
             if found.ext is None:  # rejected, or a broken mapping CR
                 if found.problem is not None:
                     return Unschedulable(found.problem, unresolvable=True, until_inventory_changes=True)
@@ -574,6 +599,11 @@ def schedule(
                 filters.decisions.get(node.name),
                 claims,
             )
+    if aligned is not None:
+        for at, end in runs:
+            for rejected in aligned.rejected(at, end):
+                for r in rejected.counted:
+                    reasons[r] += 1
     return Unschedulable(_summary(total, reasons), dict(reasons))
 
 

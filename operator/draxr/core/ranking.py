@@ -8,12 +8,14 @@ by their position in ``nodes``; tests/unit check the result against score_nodes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import add, attrgetter, mul
 
 from draxr.core.cycle import PodCycle
 from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
 from draxr.core.node_verdict import NodeVerdict
 from draxr.core.scores import MAX_NODE_SCORE, WEIGHTS, image_locality_score, normalized_image_name
-from draxr.core.spread import spread_scores
+from draxr.core.spread import spread_column
 from draxr.core.state import ClusterState, NodeInfo
 
 
@@ -30,11 +32,8 @@ class Ranking:
         for plugin, column in columns:
             if not isinstance(column, int):
                 weight = WEIGHTS[plugin]
-                totals = (
-                    [t + s for t, s in zip(totals, column, strict=True)]
-                    if weight == 1
-                    else [t + weight * s for t, s in zip(totals, column, strict=True)]
-                )
+                weighted = column if weight == 1 else map(mul, repeat(weight), column)
+                totals = list(map(add, totals, weighted))
         self.totals = totals
 
     def order(self) -> Iterator[int]:
@@ -44,12 +43,18 @@ class Ranking:
             return
         totals, names = self.totals, self.names
         top = max(totals)
-        best = min((i for i, t in enumerate(totals) if t == top), key=names.__getitem__)
+        best = totals.index(top)
+        if totals.count(top) > 1:
+            best = min((i for i, t in enumerate(totals) if t == top), key=names.__getitem__)
         yield best
         yield from sorted((i for i in range(len(names)) if i != best), key=lambda i: (-totals[i], names[i]))
 
     def scores(self, index: int) -> dict[str, int]:
         return {plugin: c if isinstance(c, int) else c[index] for plugin, c in self.columns}
+
+
+_name, _labels = attrgetter("name"), attrgetter("labels")
+_taint, _fit, _balanced = attrgetter("taint"), attrgetter("fit"), attrgetter("balanced")
 
 
 def rank(
@@ -61,26 +66,27 @@ def rank(
 ) -> Ranking:
     """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores."""
     view, pod = cycle.view, cycle.pod
-    names = [n.name for n in nodes]
+    names = list(map(_name, nodes))
     columns: list[tuple[str, Sequence[int] | int]] = []
     if not nodes:
         return Ranking(names, columns)
 
     # TaintToleration: DefaultNormalizeScore, reversed (100 everywhere when no node has one).
-    hi = max(v.taint for v in verdicts)
+    taints = list(map(_taint, verdicts))
+    hi = max(taints)
     if hi == 0:
         columns.append(("TaintToleration", MAX_NODE_SCORE))
     else:
-        columns.append(("TaintToleration", [MAX_NODE_SCORE - MAX_NODE_SCORE * v.taint // hi for v in verdicts]))
+        columns.append(("TaintToleration", [MAX_NODE_SCORE - MAX_NODE_SCORE * t // hi for t in taints]))
 
     if view.preferred_node_affinity is not None:  # DefaultNormalizeScore
         hi = max(v.affinity for v in verdicts)
         raw = [v.affinity for v in verdicts]
         columns.append(("NodeAffinity", raw if hi == 0 else [MAX_NODE_SCORE * s // hi for s in raw]))
 
-    columns.append(("NodeResourcesFit", [v.fit for v in verdicts]))
+    columns.append(("NodeResourcesFit", list(map(_fit, verdicts))))
     if (pod.units.get("cpu", 0), pod.units.get("memory", 0)) != (0, 0):
-        columns.append(("NodeResourcesBalancedAllocation", [v.balanced for v in verdicts]))
+        columns.append(("NodeResourcesBalancedAllocation", list(map(_balanced, verdicts))))
 
     if any(normalized_image_name(i) in state.image_nodes for i in view.images):
         total_nodes = len(state.nodes)
@@ -91,10 +97,12 @@ def rank(
         columns.append(("ImageLocality", column))
 
     if cycle.soft_spread:
-        feasible = [(n.name, n.labels) for n in nodes]
-        spread = spread_scores(cycle.soft_spread, pod.namespace, state, cycle.eligible, feasible, view.spread.explicit)
+        labels = list(map(_labels, nodes))
+        spread = spread_column(
+            cycle.soft_spread, pod.namespace, state, cycle.eligible, names, labels, view.spread.explicit
+        )
         if spread is not None:
-            columns.append(("PodTopologySpread", [spread[name] for name in names]))
+            columns.append(("PodTopologySpread", spread))
 
     topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
     if topology is not None:

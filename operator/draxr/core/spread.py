@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import contains, methodcaller
 from typing import Any, Protocol
 
 from draxr.core.labels import Labels, Selector
@@ -137,13 +139,14 @@ class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
     def pod_groups(self) -> Iterable[SpreadGroup]: ...
     def labels_of(self, node: str) -> Labels | None: ...
+    def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts: ...
 
 
 # nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
 NodeEligible = Callable[[str, Constraint], bool] | None
 
 
-def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
+def matching_pods(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
     """Per node, the placed pods `countPodsMatchSelector` counts (not terminating, the pod's
     namespace, matching), the selector matched once per group of pods with equal labels."""
     out: dict[str, int] = {}
@@ -155,6 +158,49 @@ def _matching(cluster: SpreadCluster, selector: Selector, namespace: str) -> dic
         for node, count in group.nodes.items():
             out[node] = out.get(node, 0) + count
     return out
+
+
+class SelectorCounts:
+    """The placed pods one selector counts (`countPodsMatchSelector`) on each node, and per
+    topology key on each domain of the known nodes (a node without the key is domain ""). Built
+    once and kept up to date pod by pod across cycles (ClusterState.selector_counts) for the
+    spreading score, where upstream's PreScore recounts every pod for every pod it schedules. The
+    domain tables read node labels: the owner drops them when the nodes change (reset_domains)."""
+
+    __slots__ = ("_domains", "_labels_of", "nodes")
+
+    def __init__(self, nodes: dict[str, int], labels_of: Callable[[str], Labels | None]) -> None:
+        self.nodes = nodes
+        self._labels_of = labels_of
+        self._domains: dict[str, dict[str, int]] = {}
+
+    def add(self, node: str, delta: int) -> None:
+        count = self.nodes.get(node, 0) + delta
+        if count:
+            self.nodes[node] = count
+        else:
+            del self.nodes[node]
+        if self._domains:
+            labels = self._labels_of(node)
+            if labels is not None:
+                for key, counts in self._domains.items():
+                    value = labels.get(key, "")
+                    counts[value] = counts.get(value, 0) + delta
+
+    def domains(self, key: str) -> Mapping[str, int]:
+        """Per value of ``key``, the counted pods on the known nodes (absent: 0)."""
+        found = self._domains.get(key)
+        if found is None:
+            found = self._domains[key] = {}
+            for node, count in self.nodes.items():
+                labels = self._labels_of(node)
+                if labels is not None:
+                    value = labels.get(key, "")
+                    found[value] = found.get(value, 0) + count
+        return found
+
+    def reset_domains(self) -> None:
+        self._domains = {}
 
 
 def _has_keys(labels: Labels, constraints: Sequence[Constraint]) -> bool:
@@ -223,7 +269,7 @@ def domain_counts(
     domains: Domains, index: int, namespace: str, selector: Selector, cluster: SpreadCluster
 ) -> DomainCounts:
     out = DomainCounts(domains.by_node[index], domains.values[index])
-    for node, count in _matching(cluster, selector, namespace).items():
+    for node, count in matching_pods(cluster, selector, namespace).items():
         out.add(node, count)
     return out
 
@@ -263,50 +309,112 @@ def spread_scores(
     require_all_topologies: bool,
 ) -> dict[str, int] | None:
     """PreScore + Score over the feasible nodes, then NormalizeScore; None when skipped."""
-    if not constraints or not feasible:
+    names = [name for name, _ in feasible]
+    column = spread_column(
+        constraints, namespace, cluster, eligible, names, [labels for _, labels in feasible], require_all_topologies
+    )
+    return None if column is None else dict(zip(names, column, strict=True))
+
+
+def spread_column(
+    constraints: tuple[Constraint, ...],
+    namespace: str,
+    cluster: SpreadCluster,
+    eligible: NodeEligible,
+    names: Sequence[str],
+    labels: Sequence[Labels],
+    require_all_topologies: bool,
+) -> list[int] | None:
+    """spread_scores as a list in the order of ``names`` (the feasible nodes, ``labels`` theirs)."""
+    if not constraints or not names:
         return None
-    scored = [f for f in feasible if _has_keys(f[1], constraints)] if require_all_topologies else feasible
-    # The placed pods each constraint counts, node by node; one count per distinct selector (the
-    # system defaults share theirs).
-    by_selector: dict[Selector, dict[str, int]] = {}
-    matching = []
+    if require_all_topologies:
+        keep = [_has_keys(node_labels, constraints) for node_labels in labels]
+        if not all(keep):  # the nodes left out score 0
+            inner = iter(
+                _scores(
+                    constraints,
+                    namespace,
+                    cluster,
+                    eligible,
+                    [n for n, k in zip(names, keep, strict=True) if k],
+                    [node_labels for node_labels, k in zip(labels, keep, strict=True) if k],
+                    True,
+                )
+            )
+            return [next(inner) if k else 0 for k in keep]
+    return _scores(constraints, namespace, cluster, eligible, names, labels, require_all_topologies)
+
+
+def _scores(
+    constraints: tuple[Constraint, ...],
+    namespace: str,
+    cluster: SpreadCluster,
+    eligible: NodeEligible,
+    names: Sequence[str],
+    labels: Sequence[Labels],
+    require_all_topologies: bool,
+) -> list[int]:
+    """Score and NormalizeScore over the scored nodes (each has every key when
+    ``require_all_topologies``). A node's score depends only on its count per constraint (None:
+    the node lacks the key), and few nodes differ in those: the counts are gathered per node with
+    C-level maps, the scores computed once per distinct combination."""
+    if not names:
+        return []
+    columns: list[list[int | None]] = []
+    terms: list[tuple[float, int]] = []  # per constraint: weight, maxSkew - 1
     for c in constraints:
-        found = by_selector.get(c.selector)
-        if found is None:
-            found = by_selector[c.selector] = _matching(cluster, c.selector, namespace)
-        matching.append(found)
-
-    raw = [0.0] * len(scored)
-    for i, c in enumerate(constraints):
-        key, extra = c.topology_key, c.max_skew - 1
+        # The placed pods the constraint counts, kept per selector across cycles (the system
+        # defaults share theirs).
+        matching = cluster.selector_counts(namespace, c.selector)
+        key = c.topology_key
         if key == HOSTNAME:
-            weight = math.log(len(scored) + 2)
-            on_node = matching[i]
-            for j, (node, labels) in enumerate(scored):
-                if key in labels:
-                    raw[j] += on_node.get(node, 0) * weight + extra
-            continue
-        # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
-        counts = dict.fromkeys((labels.get(key, "") for _, labels in scored), 0)
-        for node, count in matching[i].items():
-            known = cluster.labels_of(node)
-            if known is None or (require_all_topologies and not _has_keys(known, constraints)):
-                continue
-            value = known.get(key, "")
-            if value in counts and (eligible is None or eligible(node, c)):
-                counts[value] += count
-        weight = math.log(len(counts) + 2)
-        for j, (_, labels) in enumerate(scored):
-            domain = labels.get(key)
-            if domain is not None:
-                raw[j] += counts[domain] * weight + extra
-
-    rounded = [math.floor(score + 0.5) for score in raw]  # math.Round, for non-negative values
-    lo, hi = min(rounded, default=0), max(rounded, default=0)
+            column: list[int | None] = list(map(matching.nodes.get, names, repeat(0)))
+            if not all(map(contains, labels, repeat(key))):
+                column = [n if key in node_labels else None for n, node_labels in zip(column, labels, strict=True)]
+            terms.append((math.log(len(names) + 2), c.max_skew - 1))
+        else:
+            if not any(map(contains, labels, repeat(key))):
+                continue  # no scored node is in a domain of the key: it scores nothing anywhere
+            domains: list[str | None] = list(map(methodcaller("get", key), labels))
+            # A node without the key is a domain "" here (it counts towards the weight, scores nothing).
+            values = set(domains)
+            if None in values:
+                values.discard(None)
+                values.add("")
+            counts: dict[str | None, int | None] = dict.fromkeys(values, 0)
+            if eligible is None and not require_all_topologies:  # every known node counts: kept totals
+                totals = matching.domains(key)
+                for value in values:
+                    counts[value] = totals.get(value, 0)  # type: ignore[arg-type]
+            else:
+                for node, count in matching.nodes.items():
+                    known = cluster.labels_of(node)
+                    if known is None or (require_all_topologies and not _has_keys(known, constraints)):
+                        continue
+                    value = known.get(key, "")
+                    found = counts.get(value)
+                    if found is not None and (eligible is None or eligible(node, c)):
+                        counts[value] = found + count
+            weight = math.log(len(counts) + 2)
+            counts[None] = None
+            column = list(map(counts.__getitem__, domains))
+            terms.append((weight, c.max_skew - 1))
+        columns.append(column)
+    if not columns:
+        return [MAX_NODE_SCORE] * len(names)  # every raw score 0
+    keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+    rounded: dict[Any, int] = {}
+    for k in set(keys):
+        parts = (k,) if len(columns) == 1 else k
+        raw = 0.0
+        for part, (weight, extra) in zip(parts, terms, strict=True):
+            if part is not None:
+                raw += part * weight + extra
+        rounded[k] = math.floor(raw + 0.5)  # math.Round, for non-negative values
+    lo, hi = min(rounded.values()), max(rounded.values())
     if hi == 0:
-        out = {node: MAX_NODE_SCORE for node, _ in scored}
-    else:
-        out = {node: MAX_NODE_SCORE * (hi + lo - r) // hi for (node, _), r in zip(scored, rounded, strict=True)}
-    if len(scored) == len(feasible):
-        return out
-    return {node: out.get(node, 0) for node, _ in feasible}  # the nodes left out score 0
+        return [MAX_NODE_SCORE] * len(keys)
+    top = hi + lo
+    score = {k: MAX_NODE_SCORE * (top - r) // hi for k, r in rounded.items()}
+    return list(map(score.__getitem__, keys))

@@ -31,7 +31,7 @@ from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
-from draxr.core.spread import DomainCounts, Domains, counted, domain_counts
+from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
 
 if TYPE_CHECKING:
@@ -459,6 +459,10 @@ class ClusterState:
         # results computed under a stamp stay valid while it does (core.equivalence).
         self.node_stamps: dict[str, int] = {}
         self._stamps = itertools.count(1)
+        # The nodes touched, in stamp order: touched_base + i is the i-th name's position in the
+        # whole history (placement replays the tail to find what changed since it last looked).
+        self.touched: list[str] = []
+        self.touched_base = 0
         self.inventory = Inventory(on_node_change=self.touch_node)
         self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
         self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
@@ -491,6 +495,10 @@ class ClusterState:
         # key -> (namespace, selector, counts); dropped with the domains they count in.
         self._domain_counts: dict[Hashable, tuple[str, Selector, DomainCounts]] = {}
         self._domains_revision = -1
+        # Spreading scores' matching pods per (namespace, selector), kept up to date like the above;
+        # their per-domain tables are dropped when the nodes change.
+        self._selector_counts: dict[tuple[str, Selector], SelectorCounts] = {}
+        self._selector_counts_revision = -1
         # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
@@ -521,6 +529,11 @@ class ClusterState:
     def touch_node(self, name: str) -> None:
         """Something per-node placement reads of the node changed (see ``node_stamps``)."""
         self.node_stamps[name] = next(self._stamps)
+        log = self.touched
+        log.append(name)
+        if len(log) > 4 * len(self.nodes) + 4096:  # bounded: a reader further behind starts over
+            self.touched_base += len(log)
+            self.touched = []
 
     def _pool_changed(self, pool: tuple[str, str]) -> None:
         for node in self.inventory.nodes_of_pool(*pool):
@@ -634,6 +647,9 @@ class ClusterState:
             for namespace, selector, domain in self._domain_counts.values():
                 if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
                     domain.add(node, sign)
+            for (namespace, selector), per_selector in self._selector_counts.items():
+                if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
+                    per_selector.add(node, sign)
             if pod.volumes:
                 if sign > 0:
                     self.storage.place_pod(PodVolumes(pod.uid, pod.namespace, pod.name, node, pod.volumes))
@@ -675,6 +691,23 @@ class ClusterState:
                 domain_counts(domains, index, namespace, selector, self),
             )
         return found[2]
+
+    def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts:
+        """The placed pods ``selector`` counts in ``namespace``, per node and per domain, counted
+        once, then maintained by _account (bounded like the domain tables)."""
+        if self._selector_counts_revision != self.node_revision:
+            for per_selector in self._selector_counts.values():
+                per_selector.reset_domains()
+            self._selector_counts_revision = self.node_revision
+        key = (namespace, selector)
+        found = self._selector_counts.get(key)
+        if found is None:
+            if len(self._selector_counts) >= _DOMAINS_LIMIT:
+                self._selector_counts.clear()
+            found = self._selector_counts[key] = SelectorCounts(
+                matching_pods(self, selector, namespace), self.labels_of
+            )
+        return found
 
     def pod_groups(self) -> Iterable[PodGroup]:
         return self._groups.values()
