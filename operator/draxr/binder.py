@@ -336,10 +336,11 @@ class Binder:
         name = claim["metadata"]["name"]
 
         async def write(current: dict[str, Any]) -> dict[str, Any]:
+            # Without managedFields: the API server keeps the live object's on a status update
+            # whatever the body says, and they are most of the claim's bytes to encode and send.
+            body = {**without_managed_fields(current), "status": status}
             try:
-                return await self.kube.replace(
-                    RESOURCE_CLAIMS, {**current, "status": status}, pod.namespace, subresource="status"
-                )
+                return await self.kube.replace(RESOURCE_CLAIMS, body, pod.namespace, subresource="status")
             except ApiException as e:
                 if e.status != 409:
                     raise BindingFailed("write claim allocation", api_message(e)) from e
