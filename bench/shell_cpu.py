@@ -479,7 +479,8 @@ async def run_one(args: argparse.Namespace, label: str, pythonpath: str | None, 
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False))
     async with session as http, _process(argv, env, log, ready) as proc:
         async with http.get(f"{base}/bench/progress") as r:
-            before = (await r.json())["bound"]
+            progress = await r.json()
+            before, events_before = progress["bound"], progress["writes"].get("POST events", 0)
         await asyncio.sleep(1)
         cpu0, sys0, t0 = _cpu_s(proc.pid), _cpu_s(proc.pid, system=True), time.monotonic()
         raw = tmp / f"pyspy-{label}.txt"
@@ -495,7 +496,15 @@ async def run_one(args: argparse.Namespace, label: str, pythonpath: str | None, 
         t1, cpu1 = time.monotonic(), _cpu_s(proc.pid)
         keep = f"{args.out_profile}.{label}" if args.out_profile else None
         profile = _profile(spy, raw, keep) if spy is not None else {}
-        await asyncio.sleep(args.settle)  # the kwok updates of the last pods (counted: they are per pod)
+        # The kwok updates of the last pods and the Events still queued (counted: they are per pod).
+        await asyncio.sleep(args.settle)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            async with http.get(f"{base}/bench/progress") as r:
+                events = (await r.json())["writes"].get("POST events", 0) - events_before
+            if events >= bound or label.startswith("ceiling"):
+                break
+            await asyncio.sleep(0.2)
         cpu2, sys2 = _cpu_s(proc.pid), _cpu_s(proc.pid, system=True)
     out = {
         "label": label,

@@ -172,7 +172,8 @@ class Binder:
         if claim is not None:
             devices = [r["device"] for r in decision.allocation["devices"]["results"]] if decision.allocation else []
             note += f" with ResourceClaim {claim['metadata']['name']} ({', '.join(devices)})"
-        await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note)
+        # (queued: the event writer reports it in the background, the binding is done)
+        await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note, later=True)
         log.info("pod bound", pod=pod.key, node=decision.node, claim=claim["metadata"]["name"] if claim else None)
 
     # ---- VolumeBinding's PreBind -------------------------------------------------------------------

@@ -360,8 +360,11 @@ class Scheduler:
     def cancel_writes(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        self.recorder.cancel()
 
     async def drain(self) -> None:
-        """Wait for the bindings and reports in flight (used on shutdown and in tests)."""
+        """Wait for the bindings and reports in flight, and the events queued (used on shutdown and
+        in tests)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.recorder.drain()
