@@ -369,7 +369,10 @@ class Binder:
     async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
         patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
         try:
-            await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH)
+            # (its answer, the whole pod, is not read: the pods watch brings it)
+            await self.kube.patch(
+                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH, answer=False
+            )
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
 

@@ -175,14 +175,18 @@ class Kube:
         body: Any = None,
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        *,
+        answer: bool = True,
     ) -> JSON:
+        """The API's answer, decoded ({} when it is no object, or with ``answer`` False: a write whose
+        answer the caller does not read, such as a whole pod after a status patch)."""
         for attempt in range(self.server_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
             if self.fence is not None and method != "GET":
                 self.fence()
             try:
-                data = await self._send(method, path, body, query, content_type)
+                data = await self._send(method, path, body, query, content_type, answer)
             except ApiException as e:
                 wait = server_wait(e)
                 if wait is not None and attempt < self.server_retries:
@@ -197,7 +201,9 @@ class Kube:
             return data
         raise AssertionError("unreachable")
 
-    async def _send(self, method: str, path: str, body: Any, query: dict[str, Any] | None, content_type: str) -> JSON:
+    async def _send(
+        self, method: str, path: str, body: Any, query: dict[str, Any] | None, content_type: str, answer: bool = True
+    ) -> JSON:
         """One request through the client's REST layer, as ``ApiClient.call_api`` sends it (its
         default headers, the token from ``update_params_for_auth``, which also refreshes a rotated
         one), less what costs CPU on every write and is of no use here: the recursive walk of the
@@ -216,7 +222,7 @@ class Kube:
             if isinstance(e.body, bytes):
                 e.body = e.body.decode("utf-8")  # type: ignore[assignment]  # (as call_api: text)
             raise
-        if resp.status not in _OBJECT:
+        if resp.status not in _OBJECT or not answer:
             return {}
         try:
             data = json.loads(resp.data)
@@ -286,8 +292,11 @@ class Kube:
         namespace: str | None = None,
         subresource: str | None = None,
         content_type: str = MERGE_PATCH,
+        *,
+        answer: bool = True,
     ) -> JSON:
-        return await self.request("PATCH", res.path(namespace, name, subresource), body, content_type=content_type)
+        path = res.path(namespace, name, subresource)
+        return await self.request("PATCH", path, body, content_type=content_type, answer=answer)
 
     async def delete(self, res: Resource, name: str, namespace: str | None = None, **query: Any) -> JSON:
         return await self.request("DELETE", res.path(namespace, name), query=query)

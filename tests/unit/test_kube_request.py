@@ -134,3 +134,12 @@ async def test_a_throttled_request_is_sent_again_after_retry_after(served: tuple
     assert await kube.request("POST", "/api/v1/namespaces/ns/events", {"a": 1}) == {"kind": "Pod", "n": 2}
     assert [s["method"] for s in server.seen] == ["POST", "POST"]
     assert server.seen[0]["body"] == server.seen[1]["body"]
+
+
+async def test_an_answer_not_asked_for_is_not_decoded_but_errors_still_raise(served: tuple[Server, Kube]) -> None:
+    server, kube = served
+    assert await kube.request("PATCH", "/api/v1/namespaces/ns/pods/p/status", {"a": 1}, answer=False) == {}
+    server.answers.append(web.json_response({"code": 404, "reason": "NotFound"}, status=404))
+    with pytest.raises(ApiException) as caught:
+        await kube.request("PATCH", "/api/v1/namespaces/ns/pods/p/status", {"a": 1}, answer=False)
+    assert caught.value.status == 404
