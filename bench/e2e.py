@@ -274,8 +274,11 @@ async def draxr_kubeconfig(kube: Kube, cp: ControlPlane) -> Path:
 
 
 class Draxr:
-    def __init__(self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, extra: list[str]) -> None:
+    def __init__(
+        self, kubeconfig: Path, run_dir: Path, qps: float, burst: int, extra: list[str], pythonpath: str = ""
+    ) -> None:
         self.kubeconfig, self.run_dir, self.qps, self.burst, self.extra = kubeconfig, run_dir, qps, burst, extra
+        self.pythonpath = pythonpath  # another draxr's code (e.g. main's operator/), for before/after runs
         self.proc: DraxrProcess | None = None
         self.metrics_port = 0
         self.starts = 0
@@ -306,7 +309,8 @@ class Draxr:
         """Start and wait for the initial sync and leadership; returns the start-up timings."""
         self.starts += 1
         t0 = time.monotonic()
-        self.proc = DraxrProcess(self.args(), log=self.log_path)
+        env = {**os.environ, "PYTHONPATH": self.pythonpath} if self.pythonpath else None
+        self.proc = DraxrProcess(self.args(), log=self.log_path, environ=env)
         timings: dict[str, float] = {}
         while time.monotonic() - t0 < timeout:
             if self.proc.poll() is not None:
@@ -628,7 +632,8 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
     http = Http(cp)
     try:
         await create_fleet(kube, args.nodes, args.devices, args.classes, args.nodes_ready_timeout)
-        draxr = Draxr(await draxr_kubeconfig(kube, cp), cp.run_dir, args.qps, args.burst, args.draxr_args.split())
+        kubeconfig = await draxr_kubeconfig(kube, cp)
+        draxr = Draxr(kubeconfig, cp.run_dir, args.qps, args.burst, args.draxr_args.split(), args.draxr_pythonpath)
         draxr_holder.append(draxr)
         devices = args.nodes * args.devices
         pods = args.pods or int(devices * args.fill)
@@ -922,6 +927,9 @@ def main() -> int:
         help="phases the ceiling runs in (after the burst at the burst's best concurrency)",
     )
     p.add_argument("--draxr-args", default="", help="more `draxr run` flags, e.g. '--bind-concurrency 64'")
+    p.add_argument(
+        "--draxr-pythonpath", default="", help="PYTHONPATH of the draxr process only (another tree's operator/)"
+    )
     p.add_argument("--stall", type=float, default=30, help="stop waiting after this long without a binding")
     p.add_argument("--phase-timeout", type=float, default=1200)
     p.add_argument("--nodes-ready-timeout", type=float, default=300, help="wait this long for the kwok nodes")

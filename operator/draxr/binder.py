@@ -172,7 +172,8 @@ class Binder:
         if claim is not None:
             devices = [r["device"] for r in decision.allocation["devices"]["results"]] if decision.allocation else []
             note += f" with ResourceClaim {claim['metadata']['name']} ({', '.join(devices)})"
-        await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note)
+        # (queued: the event writer reports it in the background, the binding is done)
+        await self.recorder.pod_event(pod, reason="Scheduled", action="Binding", note=note, later=True)
         log.info("pod bound", pod=pod.key, node=decision.node, claim=claim["metadata"]["name"] if claim else None)
 
     # ---- VolumeBinding's PreBind -------------------------------------------------------------------
@@ -336,10 +337,11 @@ class Binder:
         name = claim["metadata"]["name"]
 
         async def write(current: dict[str, Any]) -> dict[str, Any]:
+            # Without managedFields: the API server keeps the live object's on a status update
+            # whatever the body says, and they are most of the claim's bytes to encode and send.
+            body = {**without_managed_fields(current), "status": status}
             try:
-                return await self.kube.replace(
-                    RESOURCE_CLAIMS, {**current, "status": status}, pod.namespace, subresource="status"
-                )
+                return await self.kube.replace(RESOURCE_CLAIMS, body, pod.namespace, subresource="status")
             except ApiException as e:
                 if e.status != 409:
                     raise BindingFailed("write claim allocation", api_message(e)) from e
@@ -367,7 +369,10 @@ class Binder:
     async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
         patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
         try:
-            await self.kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH)
+            # (its answer, the whole pod, is not read: the pods watch brings it)
+            await self.kube.patch(
+                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH, answer=False
+            )
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import secrets
 import socket
@@ -11,12 +13,16 @@ from typing import Any
 
 import aiohttp
 
-from draxr import logs
+from draxr import logs, metrics
 from draxr.core.claims import micro_time, rfc3339
 from draxr.core.state import PodInfo
 from draxr.kube import EVENTS, MERGE_PATCH, PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
 
 log = logs.get("draxr.events")
+
+
+WRITERS = 1  # queued events written at once (kube-scheduler's broadcaster: one at a time)
+MAX_QUEUED = 10_000  # events waiting for a writer, at most (a few MB); beyond, dropped and counted
 
 
 @dataclass
@@ -26,20 +32,104 @@ class _Series:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    """The pod an Event regards (what is kept of it while its Event waits to be written)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def of(cls, pod: PodInfo) -> _Ref:
+        return cls(pod.namespace, pod.name, pod.uid)
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    action: str
+    note: str
+    at: datetime
+
+
 class Recorder:
     """Posts events.k8s.io/v1 Events. A repeated FailedScheduling with the same note updates the
     existing Event's series instead of creating a new one (like the client-go event broadcaster).
     Only warnings can repeat: the series of a pod are remembered for those alone, until the pod is
     bound or deleted (``forget``)."""
 
-    def __init__(self, kube: Kube, controller: str) -> None:
+    def __init__(self, kube: Kube, controller: str, *, writers: int = WRITERS, max_queued: int = MAX_QUEUED) -> None:
         self.kube = kube
         self.controller = controller
         self.instance = f"{controller}-{os.environ.get('POD_NAME') or socket.gethostname()}"
         self._last: dict[str, dict[str, _Series]] = {}  # pod uid -> reason -> latest series
+        self.writers = writers
+        self.max_queued = max_queued
+        self._queued: collections.deque[_Queued] = collections.deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dropped = 0
 
-    async def pod_event(self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False) -> None:
-        now = datetime.now(UTC)
+    async def pod_event(
+        self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False, later: bool = False
+    ) -> None:
+        """Write the Event now, or (``later``, a Normal event: the binder's Scheduled) queue it for
+        the background writers and return at once. As kube-scheduler's event broadcaster, which
+        writes from a goroutine of its own, one at a time: the binding does not wait for its
+        report, and in a burst the reports trail the bindings instead of taking a fifth of the API
+        server's writes from them. Past ``max_queued`` waiting, an event is dropped and counted
+        (upstream drops past 1,000)."""
+        if later and not warning:
+            self._post(_Queued(pod.namespace, pod.name, pod.uid, reason, action, note, datetime.now(UTC)))
+            return
+        await self._write(_Ref.of(pod), reason, action, note, warning, datetime.now(UTC))
+
+    def _post(self, queued: _Queued) -> None:
+        if len(self._queued) >= self.max_queued:
+            metrics.EVENTS_DROPPED.inc()
+            self._dropped += 1
+            if self._dropped % 1000 == 1:
+                log.warning(
+                    "events dropped: too many waiting to be written", dropped=self._dropped, queued=len(self._queued)
+                )
+            return
+        self._queued.append(queued)
+        if len(self._tasks) < self.writers:
+            task = asyncio.get_running_loop().create_task(self._write_queued())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _write_queued(self) -> None:
+        while self._queued:
+            q = self._queued.popleft()
+            try:
+                await self._write(_Ref(q.namespace, q.name, q.uid), q.reason, q.action, q.note, False, q.at)
+            except Exception:  # (a refusal is handled in _write; this is a bug: the next event goes on)
+                log.exception("event not recorded", pod=f"{q.namespace}/{q.name}", reason=q.reason)
+
+    def queued(self) -> int:
+        """Events waiting for a writer (and being written)."""
+        return len(self._queued) + len(self._tasks)
+
+    def cancel(self) -> None:
+        """Stop writing: a replica that stops leading (what is queued is dropped)."""
+        self._queued.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def drain(self) -> None:
+        """Until every queued event is written (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _write(self, pod: _Ref, reason: str, action: str, note: str, warning: bool, now: datetime) -> None:
         last = self._last.get(pod.uid, {}).get(reason)
         try:
             if last is not None and last.note == note:
@@ -60,7 +150,7 @@ class Recorder:
         self._last.pop(pod_uid, None)
 
     def _event(
-        self, pod: PodInfo, name: str, reason: str, action: str, note: str, warning: bool, now: datetime
+        self, pod: _Ref, name: str, reason: str, action: str, note: str, warning: bool, now: datetime
     ) -> dict[str, Any]:
         return {
             "apiVersion": "events.k8s.io/v1",

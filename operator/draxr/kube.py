@@ -77,6 +77,7 @@ CSI_STORAGE_CAPACITIES = Resource("storage.k8s.io", "v1", "csistoragecapacities"
 VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", False)
 
 _OBJECT = {200: "object", 201: "object", 202: "object"}
+_AUTH = ["BearerToken"]
 _SERVER_RETRIES = 5  # as client-go: a 429, or a 5xx with Retry-After, was not processed; wait and resend
 _RETRY_AFTER_MAX = 10.0
 
@@ -174,23 +175,18 @@ class Kube:
         body: Any = None,
         query: dict[str, Any] | None = None,
         content_type: str = "application/json",
+        *,
+        answer: bool = True,
     ) -> JSON:
+        """The API's answer, decoded ({} when it is no object, or with ``answer`` False: a write whose
+        answer the caller does not read, such as a whole pod after a status patch)."""
         for attempt in range(self.server_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
             if self.fence is not None and method != "GET":
                 self.fence()
             try:
-                data = await self.api.call_api(
-                    path,
-                    method,
-                    query_params=list((query or {}).items()),
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    response_types_map=_OBJECT,
-                    _return_http_data_only=True,
-                )
+                data = await self._send(method, path, body, query, content_type, answer)
             except ApiException as e:
                 wait = server_wait(e)
                 if wait is not None and attempt < self.server_retries:
@@ -202,8 +198,37 @@ class Kube:
                         "api request refused", verb=method, resource=path, status=e.status, error=api_message(e)
                     )
                 raise
-            return data if isinstance(data, dict) else {}
+            return data
         raise AssertionError("unreachable")
+
+    async def _send(
+        self, method: str, path: str, body: Any, query: dict[str, Any] | None, content_type: str, answer: bool = True
+    ) -> JSON:
+        """One request through the client's REST layer, as ``ApiClient.call_api`` sends it (its
+        default headers, the token from ``update_params_for_auth``, which also refreshes a rotated
+        one), less what costs CPU on every write and is of no use here: the recursive walk of the
+        body for OpenAPI models (bodies here are plain JSON), the charset regex and the response
+        decoded twice. Answers as call_api's: the decoded object (else {}), ApiException with the
+        body as text."""
+        api = self.api
+        headers = {"Accept": "application/json", "Content-Type": content_type, **api.default_headers}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        await api.update_params_for_auth(headers, [], _AUTH)  # (the token goes in a header)
+        url = f"{api.configuration.host}{path}"
+        try:
+            resp = await api.rest_client.request(method, url, query_params=query or None, headers=headers, body=body)
+        except ApiException as e:
+            if isinstance(e.body, bytes):
+                e.body = e.body.decode("utf-8")  # type: ignore[assignment]  # (as call_api: text)
+            raise
+        if resp.status not in _OBJECT or not answer:
+            return {}
+        try:
+            data = json.loads(resp.data)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
 
     async def stream(
         self, path: str, query: dict[str, Any] | None = None, timeout: aiohttp.ClientTimeout | None = None
@@ -267,8 +292,11 @@ class Kube:
         namespace: str | None = None,
         subresource: str | None = None,
         content_type: str = MERGE_PATCH,
+        *,
+        answer: bool = True,
     ) -> JSON:
-        return await self.request("PATCH", res.path(namespace, name, subresource), body, content_type=content_type)
+        path = res.path(namespace, name, subresource)
+        return await self.request("PATCH", path, body, content_type=content_type, answer=answer)
 
     async def delete(self, res: Resource, name: str, namespace: str | None = None, **query: Any) -> JSON:
         return await self.request("DELETE", res.path(namespace, name), query=query)

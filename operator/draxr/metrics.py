@@ -34,6 +34,9 @@ WEBHOOK_SECONDS = Histogram(
     "Time to answer one admission review",
     buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1),
 )
+EVENTS_DROPPED = Counter(
+    "draxr_events_dropped_total", "Scheduled Events not written: too many were waiting for the event writer"
+)
 ADOPTED_PODS = Counter("draxr_adopted_pods_total", "Default-scheduler pods adopted (adoption mode)")
 
 # ---- reliability: loops, watches, the event loop ----------------------------------------------------

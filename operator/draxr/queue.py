@@ -130,7 +130,12 @@ class SchedulingQueue:
         self.remove(uid)
 
     def in_flight(self) -> frozenset[str]:
+        """A copy: for callers that keep it (the per-event checks ask ``is_in_flight``)."""
         return frozenset(self._in_flight)
+
+    def is_in_flight(self, uid: str) -> bool:
+        """Taken by ``pop`` and not yet back (failed) or forgotten (done): being bound."""
+        return uid in self._in_flight
 
     def failed(
         self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False, stamp: object = None

@@ -14,7 +14,7 @@ from typing import Any
 from draxr import logs, metrics
 from draxr.core.claims import DELETE_PROTECTION_FINALIZER
 from draxr.core.gc import ClaimAction
-from draxr.core.state import ClusterState
+from draxr.core.state import ClusterState, without_managed_fields
 from draxr.kube import JSON_PATCH, PODS, RESOURCE_CLAIMS, ApiException, Kube, api_message
 from draxr.loops import Kind, classify, retry_conflicts
 
@@ -41,9 +41,9 @@ async def clear_status(kube: Kube, claim: Mapping[str, Any]) -> dict[str, Any] |
         status.pop("allocation", None)
         status.pop("reservedFor", None)
         try:
-            return await kube.replace(
-                RESOURCE_CLAIMS, {**current, "status": status}, meta["namespace"], subresource="status"
-            )
+            # (managedFields left out: a status update keeps the live object's whatever the body says)
+            body = {**without_managed_fields(current), "status": status}
+            return await kube.replace(RESOURCE_CLAIMS, body, meta["namespace"], subresource="status")
         except ApiException as e:
             if e.status == 404:
                 return None

@@ -150,23 +150,27 @@ class Scheduler:
             ) != bool((before.get("metadata") or {}).get("deletionTimestamp"))
         if not wake:
             return
-        in_flight = self.queue.in_flight()
         for uid in list(uids):
             pod = self.state.pods.get(uid)
-            if pod is not None and uid not in in_flight and uid not in self.state.assumed_nodes and self.wants(pod):
+            if (
+                pod is not None
+                and not self.queue.is_in_flight(uid)
+                and uid not in self.state.assumed_nodes
+                and self.wants(pod)
+            ):
                 self.queue.add(uid, pod.priority, pod.created)
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
         if self.wants(pod):
             self._index_claims(pod.uid, pod_claim_keys(pod))
-            if pod.uid in self.queue.in_flight() or pod.uid in self.state.assumed_nodes:
+            if self.queue.is_in_flight(pod.uid) or pod.uid in self.state.assumed_nodes:
                 return  # being bound, or bound by us and the watch is behind (a late event)
             fresh = old is None or not self.wants(old) or not self.queue.known(pod.uid)
             if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
                 self.queue.add(pod.uid, pod.priority, pod.created)
         else:
             self._index_claims(pod.uid, frozenset())
-            if pod.uid not in self.queue.in_flight():
+            if not self.queue.is_in_flight(pod.uid):
                 self.queue.remove(pod.uid)
 
     def pod_deleted(self, uid: str) -> None:
@@ -356,8 +360,11 @@ class Scheduler:
     def cancel_writes(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        self.recorder.cancel()
 
     async def drain(self) -> None:
-        """Wait for the bindings and reports in flight (used on shutdown and in tests)."""
+        """Wait for the bindings and reports in flight, and the events queued (used on shutdown and
+        in tests)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.recorder.drain()

@@ -114,6 +114,7 @@ class Informer:
         self._pages_next = False  # the last streaming list expired: list the next time in pages
         self._absent_since: float | None = None  # the kind is not served: lists are only polls
         self._yielded = time.monotonic()
+        self._event_counters: dict[str, Any] = {}
         metrics.WATCH_LAST_EVENT_AGE.labels(watch=target.name).set_function(self.idle_for)
 
     @property
@@ -301,7 +302,7 @@ class Informer:
                         seen.add(key)
                 elif kind == "DELETED":
                     self._delete(obj)
-                metrics.WATCH_EVENTS.labels(watch=self.name, type=str(kind)).inc()
+                self._counted(str(kind)).inc()
                 if not initial:
                     self._relists.reset()
                     if rv:
@@ -310,6 +311,13 @@ class Informer:
         return "timeout"
 
     # ---- dispatch -----------------------------------------------------------------------------------
+    def _counted(self, kind: str) -> Any:
+        """The events counter of ``kind`` (labels() looks the child up under a lock: once per kind)."""
+        counter = self._event_counters.get(kind)
+        if counter is None:
+            counter = self._event_counters[kind] = metrics.WATCH_EVENTS.labels(watch=self.name, type=kind)
+        return counter
+
     def apply(self, obj: JSON) -> None:
         """An object read elsewhere (a new leader's catch-up list), handled as if this watch had
         delivered it: the handlers see it, and the next re-list knows it (so reconciles it)."""

@@ -90,3 +90,51 @@ async def test_devices_of_a_claim_whose_allocation_may_have_been_written_stay_al
     # Once the watch shows the claim again (or it is deleted), the truth counts.
     state.remove_claim("ns", "p-extended-resources-x")
     assert not state.allocated().allocated_devices
+
+
+class Recording:
+    """Answers every write as the API server would (managedFields included) and records the bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[tuple[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
+        self.rv = 5
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        made = copy.deepcopy(body)
+        made.setdefault("metadata", {})
+        made["metadata"] |= {"resourceVersion": str(self.rv), "managedFields": [{"manager": "draxr"}]}
+        return made
+
+    async def create(self, res: Any, body: dict[str, Any], namespace: str | None = None, **_: Any) -> dict[str, Any]:
+        self.bodies.append(("create", body))
+        made = self._answer(body)
+        if "generateName" in made["metadata"]:
+            made["metadata"] |= {"name": "p-extended-resources-x", "uid": "claim-uid"}
+        self.answers.append(copy.deepcopy(made))
+        return made
+
+    async def replace(self, res: Any, body: dict[str, Any], *_: Any, **__: Any) -> dict[str, Any]:
+        self.bodies.append(("replace", body))
+        return self._answer(body)
+
+    async def patch(self, res: Any, name: str, body: Any, *_: Any, **__: Any) -> dict[str, Any]:
+        self.bodies.append(("patch", body))
+        return {}
+
+
+async def test_the_allocation_is_written_without_managed_fields_and_nothing_else_changes() -> None:
+    """The status update leaves managedFields out (the API server keeps the live object's on a
+    status write whatever the body says): the rest of the body is the created claim as answered."""
+    state = cluster({"n1": 2})
+    info, decision = decide(state)
+    api = Recording()
+    await Binder(api, state, Recorder()).bind(info, decision)  # type: ignore[arg-type]
+    assert [what for what, _ in api.bodies] == ["create", "replace", "patch", "create"]
+    status_write, answered = api.bodies[1][1], api.answers[0]
+    assert answered["metadata"]["managedFields"]
+    assert "managedFields" not in status_write["metadata"]
+    del answered["metadata"]["managedFields"]
+    assert {k: v for k, v in status_write.items() if k != "status"} == answered
+    assert status_write["status"]["allocation"]["devices"] == decision.allocation["devices"]  # type: ignore[index]

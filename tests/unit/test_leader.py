@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -123,16 +124,27 @@ async def test_the_fence_refuses_writes_without_a_fresh_lease() -> None:
         await asyncio.gather(running, return_exceptions=True)
 
 
+class _Rest:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def request(self, method: str, url: str, **_: Any) -> Any:
+        self.calls.append(method)
+        return SimpleNamespace(status=200, data=b"{}")
+
+
 class _Api:
     """Just enough of kubernetes_asyncio's ApiClient for Kube.request."""
 
     def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.rest_client = None
+        self.rest_client = _Rest()
+        self.calls = self.rest_client.calls
+        self.default_headers: dict[str, str] = {}
+        self.cookie = None
+        self.configuration = SimpleNamespace(host="https://127.0.0.1:6443")
 
-    async def call_api(self, path: str, method: str, **_: Any) -> dict[str, Any]:
-        self.calls.append(method)
-        return {}
+    async def update_params_for_auth(self, headers: dict[str, str], *_: Any) -> None:
+        headers["authorization"] = "Bearer token"
 
 
 async def test_kube_sends_no_write_its_fence_refuses() -> None:
