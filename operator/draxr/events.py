@@ -51,9 +51,7 @@ class _Ref:
 
 @dataclass(frozen=True, slots=True)
 class _Queued:
-    namespace: str
-    name: str
-    uid: str
+    pod: _Ref
     reason: str
     action: str
     note: str
@@ -87,7 +85,7 @@ class Recorder:
         server's writes from them. Past ``max_queued`` waiting, an event is dropped and counted
         (upstream drops past 1,000)."""
         if later and not warning:
-            self._post(_Queued(pod.namespace, pod.name, pod.uid, reason, action, note, datetime.now(UTC)))
+            self._post(_Queued(_Ref.of(pod), reason, action, note, datetime.now(UTC)))
             return
         await self._write(_Ref.of(pod), reason, action, note, warning, datetime.now(UTC))
 
@@ -110,9 +108,9 @@ class Recorder:
         while self._queued:
             q = self._queued.popleft()
             try:
-                await self._write(_Ref(q.namespace, q.name, q.uid), q.reason, q.action, q.note, False, q.at)
+                await self._write(q.pod, q.reason, q.action, q.note, False, q.at)
             except Exception:  # (a refusal is handled in _write; this is a bug: the next event goes on)
-                log.exception("event not recorded", pod=f"{q.namespace}/{q.name}", reason=q.reason)
+                log.exception("event not recorded", pod=q.pod.key, reason=q.reason)
 
     def queued(self) -> int:
         """Events waiting for a writer (and being written)."""

@@ -105,7 +105,6 @@ class Informer:
         # time.monotonic() when the request of the last complete list was sent: that list (a
         # consistent read) holds every write made before then (takeover.catch_up skips such kinds).
         self.listed_since: float | None = None
-        self._list_sent = 0.0
         self.synced = asyncio.Event()
         self.phase = Phase.LISTING
         self.progress = time.monotonic()
@@ -204,7 +203,7 @@ class Informer:
         seen: set[str] = set()
         query: dict[str, Any] = {"limit": self.page_size}
         path = self.target.resource.path()
-        self._list_sent = time.monotonic()  # (every page is read at the first page's snapshot)
+        sent = time.monotonic()  # (every page is read at the first page's snapshot)
         while True:
             try:
                 page = await self.kube.request("GET", path, query=query)
@@ -220,11 +219,12 @@ class Informer:
                 await self._maybe_yield()
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
-                self._listed(seen, str(meta.get("resourceVersion") or ""))
+                self._listed(seen, str(meta.get("resourceVersion") or ""), sent)
                 return
             query["continue"] = meta["continue"]
 
-    def _listed(self, seen: set[str], resource_version: str) -> None:
+    def _listed(self, seen: set[str], resource_version: str, sent: float) -> None:
+        """A complete list is in (``sent``: when its request went out)."""
         if self._absent_since is not None:
             metrics.WATCH_RELISTS.labels(watch=self.name, reason="installed").inc()
             waited = round(time.monotonic() - self._absent_since, 1)
@@ -232,7 +232,7 @@ class Informer:
             self._absent_since = None
         self._reconcile(seen)
         self.resource_version = resource_version or None
-        self.listed_since = self._list_sent
+        self.listed_since = sent
         if not self.synced.is_set():
             log.info("watch synced", watch=self.name, objects=len(self.known))
         self.synced.set()
@@ -255,9 +255,9 @@ class Informer:
         if initial:
             query |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
             self.resource_version = None
-            self._list_sent = time.monotonic()
         else:
             query["resourceVersion"] = self.resource_version
+        sent = time.monotonic()  # (a streaming list: what its end holds was written before this)
         seen: set[str] = set()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.idle_seconds)
         async with contextlib.AsyncExitStack() as stack:
@@ -291,7 +291,7 @@ class Informer:
                     annotations = (obj.get("metadata") or {}).get("annotations") or {}
                     if initial and annotations.get(INITIAL_EVENTS_END) == "true":
                         initial = False
-                        self._listed(seen, str(rv or ""))
+                        self._listed(seen, str(rv or ""), sent)
                         self.phase = Phase.WATCHING
                     elif not initial and rv:
                         self.resource_version = str(rv)

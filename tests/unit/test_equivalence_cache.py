@@ -256,15 +256,19 @@ def _without_invalidation() -> Iterator[None]:
         ClusterState.touch_node = original  # type: ignore[method-assign]
 
 
+# For the tests that break the cache on purpose: a counterexample must be found.
+_FIND_ONE = settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    report_multiple_bugs=False,
+    phases=[Phase.generate],  # finding one is the point; no shrinking
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
 def test_the_property_fails_when_the_cache_is_not_invalidated() -> None:
-    @settings(
-        max_examples=300,
-        deadline=None,
-        database=None,
-        report_multiple_bugs=False,
-        phases=[Phase.generate],  # finding one is the point; no shrinking
-        suppress_health_check=[HealthCheck.too_slow],
-    )
+    @_FIND_ONE
     @given(*_case)
     def broken(nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool) -> None:
         _check(nodes, shapes, ops, least)
@@ -276,14 +280,7 @@ def test_the_property_fails_when_the_cache_is_not_invalidated() -> None:
 def test_the_property_fails_when_the_runs_are_not_invalidated() -> None:
     """Aligned.sync that forgets to drop the touched nodes' positions: a counterexample is found."""
 
-    @settings(
-        max_examples=300,
-        deadline=None,
-        database=None,
-        report_multiple_bugs=False,
-        phases=[Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow],
-    )
+    @_FIND_ONE
     @given(*_case)
     def broken(nodes: int, shapes: list[int], ops: list[tuple[str, int, int]], least: bool) -> None:
         _check(nodes, shapes, ops, least, per_node=False)
