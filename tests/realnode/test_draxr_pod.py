@@ -625,6 +625,22 @@ async def logs(cp: ControlPlane, pod: str, *extra: str) -> str:
     return out.stdout
 
 
+async def failover_report(
+    kube: Kube, cp: ControlPlane, names: dict[str, str], history: list[tuple[float, str, str]]
+) -> str:
+    """Why the standby did not take the Lease: the Lease as it changed, both pods' containers, and
+    the end of each container's log (the killed one's too)."""
+    lines = ["the standby did not take the Lease within 60s of the kill", f"Lease changes: {history}"]
+    for n in names.values():
+        pod = await kube.get(PODS, n, NAMESPACE)
+        lines.append(f"{n}: {json.dumps(pod.get('status', {}).get('containerStatuses'), sort_keys=True)}")
+        for extra in ((), ("--previous",)):
+            out = await asyncio.to_thread(manifests.kubectl, cp, "-n", NAMESPACE, "logs", n, "-c", "draxr", *extra)
+            tail = "\n    ".join((out.stdout or out.stderr).splitlines()[-25:])
+            lines.append(f"{n} log{' (previous)' if extra else ''}:\n    {tail}")
+    return "\n".join(lines)
+
+
 async def test_draxr_pods_elect_schedule_and_fail_over(
     installed: Install, kube: Kube, control_plane: ControlPlane, real_node: RealNode, namespace: str
 ) -> None:
@@ -701,10 +717,19 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
     assert out.returncode == 0, out.stdout + out.stderr
     t_kill = time.monotonic()
 
-    async def standby_leads() -> bool:
-        return (await lease_holder(kube)).rsplit("_", 1)[0] == names[standby]
+    history: list[tuple[float, str, str]] = []  # (seconds after the kill, holder, renewTime) as it changed
 
-    await eventually(standby_leads, timeout=60, interval=0.5)
+    async def standby_leads() -> bool:
+        spec = (await kube.get(LEASES, "draxr", NAMESPACE))["spec"]
+        seen = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        if not history or history[-1][1:] != seen:
+            history.append((round(time.monotonic() - t_kill, 1), *seen))
+        return seen[0].rsplit("_", 1)[0] == names[standby]
+
+    try:
+        await eventually(standby_leads, timeout=60, interval=0.5)
+    except pytest.fail.Exception:
+        pytest.fail(await failover_report(kube, cp, names, history))
     takeover_s = time.monotonic() - t_kill
     after = await run_pod(kube, cp, real_node, namespace, single("after", 2))
     _check_kubelet_and_plugin(after)
