@@ -104,6 +104,14 @@ class Operator:  # implements handlers.Sink
         )
         if self.webhook is not None:
             self.health.checks.append(self.webhook.problems)
+            self.health.readiness.append(self.webhook_not_serving)
+
+    def webhook_not_serving(self) -> list[str]:
+        if self.certs is not None and not self.certs.loaded.is_set():
+            return ["webhook: no serving certificate loaded yet"]
+        if self.webhook is not None and not self.webhook.alive():
+            return ["webhook: server not serving"]
+        return []
 
     # ---- Sink: called by the watches -----------------------------------------------------------
     def pod_upserted(self, pod: dict[str, Any]) -> None:

@@ -4,7 +4,9 @@
 task has ended, when the webhook's server process is down (being restarted), or when the scheduling
 loop (leader only) has pods ready but has not cycled for a while. The supervisor in ``app`` ends
 the process when a problem persists, so that Kubernetes restarts it even without a probe. /readyz
-answers 200 once every watch has listed its kind. The server runs on the main event loop on
+answers 200 once every watch has listed its kind and, with the webhook on, once it serves (a replica
+in the Service's endpoints that refused the API server's calls would let pods through unsteered:
+failurePolicy Ignore). The server runs on the main event loop on
 purpose: a loop wedged for longer than the probe's timeout is itself a liveness failure.
 """
 
@@ -32,6 +34,8 @@ class Health:
     scheduler_stalled_for: Callable[[], float] = lambda: 0.0
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # long-running tasks that must not end
     checks: list[Callable[[], list[str]]] = field(default_factory=list)  # more problems (the webhook's process)
+    # More reasons not to be ready (the webhook not serving yet: no Service traffic for it until it does).
+    readiness: list[Callable[[], list[str]]] = field(default_factory=list)
     lag: float = 0.0  # the event loop's latest lag, seconds
 
     def problems(self) -> list[str]:
@@ -54,7 +58,10 @@ class Health:
         return out
 
     def not_ready(self) -> list[str]:
-        return [f"watch {inf.name} not synced" for inf in self.informers if not inf.synced.is_set()]
+        out = [f"watch {inf.name} not synced" for inf in self.informers if not inf.synced.is_set()]
+        for check in self.readiness:
+            out.extend(check())
+        return out
 
     async def measure_lag(self, interval: float = 0.5) -> None:
         """How late a timer fires: the time other work held the loop."""

@@ -85,8 +85,18 @@ class CertKeeper:
             self._load(base64.b64decode(data[certs.TLS_CRT]), base64.b64decode(data[certs.TLS_KEY]))
 
     async def reload_loop(self) -> None:
-        pause = sleeper(lambda: self.settings.webhook_cert_check_seconds)
-        await GuardedLoop("webhook-cert-reload").run(self.reload_once, pause)
+        """Every check interval; until a first certificate is loaded, every second (doubling up to the
+        interval): a replica that started before the leader wrote the Secret serves soon after it."""
+        waiting = [1.0]
+
+        def interval() -> float:
+            every = self.settings.webhook_cert_check_seconds
+            if self.loaded.is_set():
+                return every
+            waiting[0], wait = min(every, waiting[0] * 2), min(every, waiting[0])
+            return wait
+
+        await GuardedLoop("webhook-cert-reload").run(self.reload_once, sleeper(interval))
 
     # ---- the leader ------------------------------------------------------------------------------------
     async def ensure_once(self) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ssl
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from prometheus_client import REGISTRY
@@ -190,3 +192,36 @@ async def test_served_certificate_expiry_is_exported() -> None:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+async def test_a_replica_started_before_the_secret_loads_the_first_certificate_soon(monkeypatch: Any) -> None:
+    """Until a first certificate is loaded the Secret is read again after 1, 2, 4 ... seconds (not the
+    60 s check interval): a standby that started before the leader wrote the Secret serves soon after
+    it. Once loaded, the check interval applies."""
+    pki = fresh()
+    reads = 0
+
+    class _LateSecret:
+        async def get(self, *_: object) -> dict[str, object]:
+            nonlocal reads
+            reads += 1
+            if reads <= 4:  # the leader has not written it yet
+                return {"data": {}}
+            return {"data": {certs.TLS_CRT: _b64(pki.tls_crt), certs.TLS_KEY: _b64(pki.tls_key)}}
+
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 7:
+            raise asyncio.CancelledError
+        await real_sleep(0)
+
+    keeper = CertKeeper(_LateSecret(), Settings(webhook_cert_check_seconds=10))  # type: ignore[arg-type]
+    monkeypatch.setattr(asyncio, "sleep", recording_sleep)
+    with contextlib.suppress(asyncio.CancelledError):
+        await keeper.reload_loop()
+    assert keeper.loaded.is_set()
+    assert keeper.current == (pki.tls_crt, pki.tls_key)
+    assert slept == [1, 2, 4, 8, 10, 10, 10]  # four reads without it, then the check interval
