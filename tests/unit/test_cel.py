@@ -25,6 +25,7 @@ from draxr.core.cel import (
     DeviceView,
     InvalidValue,
     compile_selector,
+    converts_surely,
     device_view,
 )
 from draxr.core.cel import selector as selector_module
@@ -1373,3 +1374,115 @@ def test_bounded_activations_answer_as_fresh_views(models: list[str], order: lis
                 fresh = _dev({"model": {"string": models[i % len(views)]}})
                 assert sel.matches(view) == sel.matches(fresh)
             assert sum(1 for v in views if v._activations.get(threading.get_ident())) <= cap
+
+
+# -- `device.driver == "x"` without an activation -----------------------------------------------
+
+_ATTRIBUTE_VALUES = [
+    {"string": "a"},
+    {"int": 3},
+    {"int": 2**63},  # out of int64: conversion error
+    {"bool": True},
+    {"version": "1.2.3"},
+    {"version": "1.2"},  # invalid semver: conversion error
+    {"versions": ["1.0.0", "x"]},
+    {"ints": [1, 2]},
+    {},  # unsupported attribute value
+]
+_CAPACITY_VALUES = [{"value": "1Gi"}, {"value": "lots"}, {}, {"value": "-2"}]
+_DRIVER_EXPRESSIONS = [
+    'device.driver == "dra.example.com"',
+    ' device.driver=="other.example.com"\n',
+    'device.driver == ""',
+]
+
+
+def _generic(selector: CompiledSelector) -> CompiledSelector:
+    plain = CompiledSelector(selector.expression, selector._program)
+    plain._driver = None
+    return plain
+
+
+def _answer(selector: CompiledSelector, dev: DeviceView) -> Any:
+    try:
+        return selector.matches(dev)
+    except CelRuntimeError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(_DRIVER_EXPRESSIONS),
+    st.sampled_from([DRIVER, "other.example.com", ""]),
+    st.dictionaries(st.sampled_from(["model", "numa", "x.example.com/v"]), st.sampled_from(_ATTRIBUTE_VALUES)),
+    st.dictionaries(st.sampled_from(["memory", "cores"]), st.sampled_from(_CAPACITY_VALUES), max_size=2),
+)
+def test_driver_selector_shortcut_answers_and_fails_as_cel(
+    expression: str, driver: str, attributes: dict[str, Any], capacity: dict[str, Any]
+) -> None:
+    """The shortcut answers as the CEL program does, and fails with the same error where the
+    device cannot be converted (a bad attribute fails even a driver selector, as upstream)."""
+    selector = compile_selector(expression)
+    assert selector._driver is not None
+    raw = {"name": "d0", "attributes": attributes, "capacity": capacity}
+    got = _answer(selector, device_view(driver, raw))
+    assert got == _answer(_generic(selector), device_view(driver, raw))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'device.driver == "a" || true',
+        'device.driver == "a\\u0062"',  # an escape: the program decides
+        'device.driver != "a"',
+        '"a" == device.driver',
+        "device.driver == 'a'",
+        'device.driver == "a" // comment',
+    ],
+)
+def test_driver_selector_shortcut_is_only_for_the_plain_form(expression: str) -> None:
+    assert compile_selector(expression)._driver is None
+
+
+_RAW_ATTRIBUTES = [
+    *_ATTRIBUTE_VALUES,
+    {"string": 5},
+    {"int": True},
+    {"bool": "yes"},
+    {"version": "v1.0.0"},
+    {"version": "1.0.0-rc.1+build"},
+    {"string": "a", "int": 1},
+    {"int": None, "string": "b", "version": None},
+    {"float": 1.5},
+    "not-a-map",
+]
+_RAW_CAPACITIES = [*_CAPACITY_VALUES, {"value": " 2Gi "}, {"value": 3}, {"value": "1e400"}, {"value": None}, "1Gi"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["model", "numa", "x.example.com/v", "dra.example.com/v"]), st.sampled_from(_RAW_ATTRIBUTES)
+    ),
+    st.dictionaries(st.sampled_from(["memory", "cores"]), st.sampled_from(_RAW_CAPACITIES), max_size=2),
+)
+def test_converts_surely_only_when_the_conversion_succeeds(
+    attributes: dict[str, Any], capacity: dict[str, Any]
+) -> None:
+    """The allocator answers `device.driver == "x"` without a view when converts_surely: then the
+    conversion must succeed (upstream would fail the selector on a device it cannot convert)."""
+    raw = {"name": "d0", "attributes": attributes, "capacity": capacity}
+    try:
+        device_view(DRIVER, raw).cel_value()
+        converts = True
+    except CelRuntimeError:
+        converts = False
+    if converts_surely(raw):
+        assert converts
+    typed = {"string": str, "int": int, "bool": bool}
+    simple = all(
+        isinstance(v, dict) and len(v) == 1 and type(next(iter(v.values()))) is typed.get(next(iter(v)))
+        for v in attributes.values()
+    )
+    if converts and simple and not capacity:
+        assert converts_surely(raw)  # and it says so for the common devices

@@ -189,6 +189,13 @@ def test_counts_kept_across_cycles_equal_a_recount(ops: list[tuple[Any, ...]]) -
                     expected = reference_scores(constraints, namespace, state, eligible, feasible, require_all)
                     got = spread_scores(constraints, namespace, state, eligible, feasible, require_all)
                     assert got == (expected if feasible else None)
+                    # Told how many nodes of the cluster have each key (ranking does), as for any subset.
+                    for subset in (feasible, feasible[::2]):
+                        expected = reference_scores(constraints, namespace, state, eligible, subset, require_all)
+                        got = spread_scores(
+                            constraints, namespace, state, eligible, subset, require_all, state.label_key_nodes
+                        )
+                        assert got == (expected if subset else None)
 
 
 def test_a_zone_relabel_moves_the_pods_counted_there() -> None:

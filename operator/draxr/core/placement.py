@@ -648,6 +648,7 @@ class _NodeLocal:
         "memory",
         "preferred",
         "prepared",
+        "restricted",
         "shared",
         "state",
         "tolerations",
@@ -665,6 +666,7 @@ class _NodeLocal:
     ) -> None:
         self.filters, self.prepared, self.state, self.shared = filters, prepared, state, shared
         self.candidates = frozenset(prepared.candidates)
+        self.restricted = prepared.node_restricted
         self.cpu, self.memory = pod.nonzero
         self.least = scoring is Scoring.LEAST_ALLOCATED
         self.device_scoring = device_scoring
@@ -680,7 +682,7 @@ class _NodeLocal:
         if rejection is not None:
             return NodeVerdict((rejection.reasons[0],))
         prepared = self.prepared
-        unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else _NONE
+        unmapped = prepared.unmapped_on(node.raw) if self.restricted else _NONE
         key = (self.candidates & node.device_plugin_names, unmapped)
         split: tuple[NodeRequests, str | None] | None = self.shared.get(key)
         if split is None:

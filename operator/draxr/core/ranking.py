@@ -99,7 +99,14 @@ def rank(
     if cycle.soft_spread:
         labels = list(map(_labels, nodes))
         spread = spread_column(
-            cycle.soft_spread, pod.namespace, state, cycle.eligible, names, labels, view.spread.explicit
+            cycle.soft_spread,
+            pod.namespace,
+            state,
+            cycle.eligible,
+            names,
+            labels,
+            view.spread.explicit,
+            state.label_key_nodes,
         )
         if spread is not None:
             columns.append(("PodTopologySpread", spread))

@@ -144,6 +144,8 @@ class SpreadCluster(Protocol):
 
 # nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
 NodeEligible = Callable[[str, Constraint], bool] | None
+# key -> (nodes with a label key, all nodes) of the cluster (ClusterState.label_key_nodes)
+LabelNodes = Callable[[str], tuple[int, int]] | None
 
 
 def matching_pods(cluster: SpreadCluster, selector: Selector, namespace: str) -> dict[str, int]:
@@ -307,11 +309,13 @@ def spread_scores(
     eligible: NodeEligible,
     feasible: Sequence[tuple[str, Labels]],
     require_all_topologies: bool,
+    label_nodes: LabelNodes = None,
 ) -> dict[str, int] | None:
     """PreScore + Score over the feasible nodes, then NormalizeScore; None when skipped."""
     names = [name for name, _ in feasible]
+    labels = [labels for _, labels in feasible]
     column = spread_column(
-        constraints, namespace, cluster, eligible, names, [labels for _, labels in feasible], require_all_topologies
+        constraints, namespace, cluster, eligible, names, labels, require_all_topologies, label_nodes
     )
     return None if column is None else dict(zip(names, column, strict=True))
 
@@ -324,8 +328,11 @@ def spread_column(
     names: Sequence[str],
     labels: Sequence[Labels],
     require_all_topologies: bool,
+    label_nodes: LabelNodes = None,
 ) -> list[int] | None:
-    """spread_scores as a list in the order of ``names`` (the feasible nodes, ``labels`` theirs)."""
+    """spread_scores as a list in the order of ``names`` (the feasible nodes, ``labels`` theirs).
+    ``label_nodes``: (nodes with a label key, all nodes) of the cluster the nodes are from: when
+    all or none have the key, the feasible nodes are not scanned for it."""
     if not constraints or not names:
         return None
     if require_all_topologies:
@@ -340,10 +347,11 @@ def spread_column(
                     [n for n, k in zip(names, keep, strict=True) if k],
                     [node_labels for node_labels, k in zip(labels, keep, strict=True) if k],
                     True,
+                    label_nodes,
                 )
             )
             return [next(inner) if k else 0 for k in keep]
-    return _scores(constraints, namespace, cluster, eligible, names, labels, require_all_topologies)
+    return _scores(constraints, namespace, cluster, eligible, names, labels, require_all_topologies, label_nodes)
 
 
 def _scores(
@@ -354,6 +362,7 @@ def _scores(
     names: Sequence[str],
     labels: Sequence[Labels],
     require_all_topologies: bool,
+    label_nodes: LabelNodes = None,
 ) -> list[int]:
     """Score and NormalizeScore over the scored nodes (each has every key when
     ``require_all_topologies``). A node's score depends only on its count per constraint (None:
@@ -368,13 +377,14 @@ def _scores(
         # defaults share theirs).
         matching = cluster.selector_counts(namespace, c.selector)
         key = c.topology_key
+        having, total = label_nodes(key) if label_nodes is not None else (-1, 0)
         if key == HOSTNAME:
             column: list[int | None] = list(map(matching.nodes.get, names, repeat(0)))
-            if not all(map(contains, labels, repeat(key))):
+            if having != total and not all(map(contains, labels, repeat(key))):
                 column = [n if key in node_labels else None for n, node_labels in zip(column, labels, strict=True)]
             terms.append((math.log(len(names) + 2), c.max_skew - 1))
         else:
-            if not any(map(contains, labels, repeat(key))):
+            if having == 0 or (having != total and not any(map(contains, labels, repeat(key)))):
                 continue  # no scored node is in a domain of the key: it scores nothing anywhere
             domains: list[str | None] = list(map(methodcaller("get", key), labels))
             # A node without the key is a domain "" here (it counts towards the weight, scores nothing).

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -467,6 +468,7 @@ class ClusterState:
         self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
         self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
         self._sorted_names: tuple[dict[str, NodeInfo], list[str]] | None = None
+        self._label_keys: tuple[dict[str, NodeInfo], int, int, Counter[str]] | None = None
         self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
         self.special_claims: dict[str, set[str]] = {}  # pod uid -> claim keys
         # pod uid -> schedulerName of a removed pod whose special claims are still here (who
@@ -546,6 +548,15 @@ class ClusterState:
         if found is None or found[0] is not self.nodes or len(found[1]) != len(self.nodes):
             found = self._sorted_names = (self.nodes, sorted(self.nodes))
         return found[1]
+
+    def label_key_nodes(self, key: str) -> tuple[int, int]:
+        """(nodes with a label ``key``, all nodes); counted once per revision of the nodes."""
+        found = self._label_keys
+        nodes = self.nodes
+        if found is None or found[0] is not nodes or found[1] != self.node_revision or found[2] != len(nodes):
+            counts = Counter(k for info in nodes.values() for k in info.labels)
+            found = self._label_keys = (nodes, self.node_revision, len(nodes), counts)
+        return found[3].get(key, 0), len(nodes)
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         old = self.nodes.get((node.get("metadata") or {}).get("name", ""))

@@ -62,6 +62,7 @@ class _RequestData:
 class Stats:
     allocate_one_calls: int = 0
     fast_path_rejections: int = 0
+    fast_allocations: int = 0  # allocate() calls the fast path answered (see _Run._fast_allocate)
 
 
 # Counter bookkeeping: pool -> counter set -> counter -> amount.
@@ -203,6 +204,11 @@ class _Run:
 
     def run(self) -> Allocated | NoFit | NodeFailure:
         self.pools = self.o.inventory.pools_for_node(self.node, self.f)
+        if self.o._fast_path:
+            fast = self._fast_allocate()
+            if fast is not None:
+                self.o.stats.fast_allocations += 1
+                return fast
         for ci, claim in enumerate(self.claims):
             self._validate_claim(ci, claim)
 
@@ -402,6 +408,128 @@ class _Run:
         return rd
 
     # -- fast path ----------------------------------------------------------------------------
+    # -- fast path ----------------------------------------------------------------------------
+
+    def _fast_allocate(self) -> Allocated | NoFit | None:
+        """The common case without the general search: one claim with one plain ExactCount request
+        (no subrequests, selectors, admin access, capacity or derived attributes; tolerations are
+        fine), no constraints, no invalid pool, and a class whose selectors raise on no device of
+        the node. Then the search takes the first ``count`` free, selectable devices in pool order
+        that pass the taint and capacity checks, and validation cannot fail; this loop does that.
+        None (the general path decides) whenever anything else could matter: a precondition fails,
+        a device consumes counters, or fewer devices pass than requested (the search's own NoFit
+        reason). Never changes an answer (tests/unit/test_allocator_fast_path.py)."""
+        if len(self.claims) != 1 or any(p.is_invalid for p in self.pools):
+            return None
+        claim = self.claims[0]
+        spec_devices = (claim.get("spec") or {}).get("devices") or {}
+        if spec_devices.get("constraints"):
+            return None
+        requests = self._requests(claim)
+        if len(requests) != 1:
+            return None
+        raw = requests[0]
+        exactly = raw.get("exactly")
+        if raw.get("firstAvailable") or exactly is None or exactly.get("capacity") is not None:
+            return None
+        count = exactly.get("count")
+        if type(count) is not int or not 1 <= count <= ALLOCATION_RESULTS_MAX_SIZE:
+            return None
+        ref = self.claim_refs[0]
+        req = parse_request({**exactly, "name": raw.get("name", "")}, ref, True)
+        if (
+            req.mode != EXACT_COUNT
+            or req.selectors
+            or req.has_admin_access
+            or req.has_capacity
+            or req.has_derived_attributes
+            or not req.class_name
+        ):
+            return None
+        class_ = self.o.inventory.get_class(req.class_name)
+        if class_ is None:
+            return None
+        candidates = self._class_candidates(class_)
+        if candidates is None:
+            return None
+        allocated = self.allocated.allocated_devices
+        free = 0
+        for did in candidates:
+            if did not in allocated:
+                free += 1
+                if free >= count:
+                    break
+        if free < count:  # _fast_reject's answer
+            return NoFit(
+                f"cannot allocate all claims: {count} device(s) of class {class_.name} requested, "
+                f"only {free} free and matching on this node{_incomplete_note(self.pools)}"
+            )
+        f = self.f
+        results: list[DeviceResult] = []  # (a valid pool names each device once: no repeats)
+        for pool in self.pools:
+            if pool.is_incomplete:
+                continue
+            for slice_ in pool.device_slices:
+                per_device = slice_.per_device_node_selection
+                for dev in slice_.devices:
+                    did = dev.id
+                    if did in allocated:
+                        continue
+                    if not f.device_binding_and_status and dev.binding_conditions:
+                        continue
+                    outcome = self._class_outcome(class_, slice_, dev)
+                    if outcome is not True:
+                        if outcome is False:
+                            continue
+                        return None
+                    if per_device:
+                        try:
+                            if not node_matches(self.node, dev.node_name, dev.all_nodes, dev.node_selector):
+                                continue
+                        except NodeSelectorError:
+                            return None
+                    if f.consumable_capacity:
+                        if dev.allow_multiple_allocations:
+                            return None
+                        try:
+                            ok = self._fits(req, dev)
+                        except cap.CapacityError as exc:
+                            raise _capacity_error(ref, req, "checking capacity", "/".join(did), exc) from exc
+                        if not ok:
+                            continue
+                    if dev.consumes_counters:
+                        if not f.partitionable_devices:
+                            continue
+                        return None  # counter bookkeeping: the general path
+                    if f.device_taints and _taint_prevents(dev, req):
+                        continue
+                    results.append(
+                        DeviceResult(
+                            request=req.name,
+                            parent_request="",
+                            device=dev,
+                            slice=slice_,
+                            share_id=None,
+                            consumed_capacity=None,
+                            admin_access=req.admin_access,
+                            tolerations=req.tolerations_raw,
+                        )
+                    )
+                    if len(results) == count:
+                        chosen = [ChosenRequest(str(raw.get("name", "")), None, class_)]
+                        return Allocated(
+                            (
+                                build_result(
+                                    claim,
+                                    chosen,
+                                    results,
+                                    self.node_name,
+                                    claim_ref=ref,
+                                    binding_conditions=f.device_binding_and_status,
+                                ),
+                            )
+                        )
+        return None
 
     def _fast_reject(self) -> bool:
         """Necessary-condition check that proves "no fit" without searching. Never changes an answer.
@@ -457,10 +585,12 @@ class _Run:
     def _class_candidates(self, class_: ClassInfo) -> tuple[DeviceId, ...] | None:
         """Devices of this node's usable pools that match the class, or None if the count cannot be trusted.
 
-        Cached per node and class version for as long as the node's pools are unchanged.
+        Cached per node and class selectors (versioned classes only) for as long as the node's
+        pools are unchanged: the answer depends on the class only through its selectors (an error
+        names the class, but then the answer is None), so classes with the same selectors share it.
         """
         inv = self.o.inventory
-        key = (self.node_name, class_.cache_key) if class_.cache_key is not None else None
+        key = (self.node_name, class_.selectors) if class_.cache_key is not None else None
         if key is not None:
             hit = inv.class_candidates.get(key)
             if hit is not None and hit[0] is self.pools and hit[1] == self.f:
@@ -560,6 +690,11 @@ class _Run:
             ) from exc
         try:
             if dev.view is None:
+                # `device.driver == "x"` on a device that surely converts (upstream converts the
+                # whole device first and fails every selector on one that does not): no view.
+                literal = compiled.driver_equals
+                if literal is not None and cel.converts_surely(dev.raw):
+                    return dev.driver == literal
                 dev.view = cel.device_view(dev.driver, dev.raw)
             matches = compiled.matches(dev.view)
         except (cel.CelRuntimeError, ValueError, TypeError) as exc:

@@ -65,6 +65,10 @@ INCUBATING_SUPPORTED = frozenset(
 )
 
 
+# Feature sets check_supported accepted (a handful per process).
+_CHECKED: set[Features] = set()
+
+
 class UnsupportedFeaturesError(ValueError):
     """The features need upstream's experimental allocator variant, which this port does not implement."""
 
@@ -77,9 +81,12 @@ def check_supported(features: Features) -> None:
     with the incubating code: stable visits pools in random map order, so upstream itself gives
     no reproducible answer there, and it lacks distinctAttribute and capacity checks.
     """
+    if features in _CHECKED:
+        return  # once per feature set: allocators are made per scheduling cycle
     extra = features.enabled() - INCUBATING_SUPPORTED
     if extra:
         raise UnsupportedFeaturesError(
             f"features {sorted(extra)} need upstream's experimental allocator, which draxr does not implement; "
             "disable them"
         )
+    _CHECKED.add(features)

@@ -64,9 +64,11 @@ class Inventory:
         self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
         # (CEL expression, slice key, device index) -> whether it matches: classes share it.
         self.expression_matches: dict[tuple[str, tuple[str, str], int], bool] = {}
-        # (node, class key) -> (pools the entry was computed for, features, matching devices or None).
+        # (node, class selectors) -> (pools the entry was computed for, features, matching devices
+        # or None): classes with the same selectors share it.
         self.class_candidates: dict[
-            tuple[str, tuple[str, str]], tuple[list[Pool], Features, tuple[tuple[str, str, str], ...] | None]
+            tuple[str, tuple[str | None, ...]],
+            tuple[list[Pool], Features, tuple[tuple[str, str, str], ...] | None],
         ] = {}
         for s in slices:
             # A plain list may contain the same name twice (upstream treats them as two slices).

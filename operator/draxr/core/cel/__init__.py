@@ -76,7 +76,7 @@ runtime errors, as upstream. Visible differences: `type(quantity("1"))` is `map`
 the internal representation (it rejects "1000m", and large binary-suffixed values like "128Ti").
 """
 
-from draxr.core.cel.device import DeviceView, device_view
+from draxr.core.cel.device import DeviceView, converts_surely, device_view
 from draxr.core.cel.errors import CelCompileError, CelRuntimeError
 from draxr.core.cel.selector import MAX_EXPRESSION_LENGTH, CompiledSelector, compile_selector
 from draxr.core.cel.values import QUANTITY_TAG, SEMVER_TAG, InvalidValue
@@ -91,5 +91,6 @@ __all__ = [
     "DeviceView",
     "InvalidValue",
     "compile_selector",
+    "converts_surely",
     "device_view",
 ]

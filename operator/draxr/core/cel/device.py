@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from draxr.core.cel.errors import CelRuntimeError
@@ -21,7 +22,7 @@ from draxr.core.limits import INT64_MAX, INT64_MIN
 from draxr.core.quantity import parse_go_quantity
 from draxr.core.semver import Semver, parse_semver
 
-__all__ = ["DeviceView", "device_view"]
+__all__ = ["DeviceView", "converts_surely", "device_view"]
 
 
 def _value_for_cel(value: Any, what: str) -> Any:
@@ -85,6 +86,14 @@ class DeviceView:
 
     def cel_value(self) -> dict[str, Any]:
         """The device as the `device` variable; CelRuntimeError if a value cannot be converted."""
+        return dict(self._converted_value())
+
+    def check_conversion(self) -> None:
+        """CelRuntimeError exactly when `cel_value` raises one (upstream converts the whole device
+        before evaluating any selector)."""
+        self._converted_value()
+
+    def _converted_value(self) -> dict[str, Any]:
         if not self._converted:
             try:
                 self._converted.append(self._convert())
@@ -93,7 +102,7 @@ class DeviceView:
         converted = self._converted[0]
         if isinstance(converted, CelRuntimeError):
             raise CelRuntimeError(str(converted))
-        return dict(converted)
+        return converted  # type: ignore[no-any-return]
 
     def _convert(self) -> dict[str, Any]:
         where = f"device {self.name!r}" if self.name else "device"
@@ -129,6 +138,10 @@ def _by_domain(raw: Mapping[str, Any] | None, driver: str, convert: Callable[[An
     return groups
 
 
+# Versions repeat across devices (driver versions); Semver is immutable. Errors are not cached.
+_parse_semver = lru_cache(maxsize=4096)(parse_semver)
+
+
 def _attribute_value(raw: Any) -> Any:
     """A v1 DeviceAttribute dict as upstream's getAttributeValue converts it (lists always converted, as in 1.37)."""
     if not isinstance(raw, Mapping):
@@ -138,7 +151,7 @@ def _attribute_value(raw: Any) -> Any:
             return list(raw[key])
     if raw.get("versions") is not None:
         try:
-            return [parse_semver(str(v)) for v in raw["versions"]]
+            return [_parse_semver(str(v)) for v in raw["versions"]]
         except ValueError as exc:
             return InvalidValue(f"parse semantic version: {exc}")
     for key in ("int", "bool", "string"):
@@ -146,7 +159,7 @@ def _attribute_value(raw: Any) -> Any:
             return raw[key]
     if raw.get("version") is not None:
         try:
-            return parse_semver(str(raw["version"]))
+            return _parse_semver(str(raw["version"]))
         except ValueError as exc:
             return InvalidValue(f"parse semantic version: {exc}")
     return InvalidValue("unsupported attribute value")
@@ -163,6 +176,62 @@ def _capacity_value(raw: Any) -> Decimal | InvalidValue:
         return parse_go_quantity(text).value
     except (ValueError, ArithmeticError) as exc:
         return InvalidValue(f"invalid quantity {value!r}: {exc}")
+
+
+def converts_surely(device: Mapping[str, Any]) -> bool:
+    """True only when `device_view(driver, device).cel_value()` surely succeeds: every attribute
+    sets exactly one of string, bool, int (in int64) or a valid version, and every capacity is a
+    quantity string. False when it might fail (build the view to know, and its error)."""
+    attributes = device.get("attributes")
+    if attributes:
+        if not isinstance(attributes, Mapping):
+            return False
+        for raw in attributes.values():
+            if not _plain_attribute(raw):
+                return False
+    capacity = device.get("capacity")
+    if capacity:
+        if not isinstance(capacity, Mapping):
+            return False
+        for raw in capacity.values():
+            value = raw.get("value") if isinstance(raw, Mapping) else None
+            if type(value) is not str:
+                return False
+            try:
+                if not parse_go_quantity(value.strip()).value.is_finite():
+                    return False
+            except (ValueError, ArithmeticError):
+                return False
+    return True
+
+
+def _plain_attribute(raw: Any) -> bool:
+    if not isinstance(raw, Mapping):
+        return False
+    found: tuple[Any, Any] | None = None
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if found is not None:
+            return False  # more than one field set: the conversion decides which one counts
+        found = (key, value)
+    if found is None:
+        return False
+    key, value = found
+    kind = type(value)
+    if key == "string":
+        return kind is str
+    if key == "bool":
+        return kind is bool
+    if key == "int":
+        return kind is int and INT64_MIN <= value <= INT64_MAX
+    if key == "version" and kind is str:
+        try:
+            _parse_semver(value)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def device_view(driver: str, device: Mapping[str, Any]) -> DeviceView:

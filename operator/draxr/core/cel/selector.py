@@ -133,20 +133,37 @@ def _describe_device(dev: DeviceView, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# `device.driver == "<literal without escapes>"`, the commonest class selector (CEL whitespace only).
+_DRIVER_EQUALS: Final = re.compile(r'[ \t\n\r\f]*device\.driver[ \t\n\r\f]*==[ \t\n\r\f]*"([^"\\\n\r]*)"[ \t\n\r\f]*')
+
+
 class CompiledSelector:
     """A compiled, type-checked selector; `matches` evaluates it against one device."""
 
-    __slots__ = ("_program", "expression")
+    __slots__ = ("_driver", "_program", "expression")
 
     def __init__(self, expression: str, program: cel.Expression) -> None:
         self.expression = expression
         self._program = program
+        # `device.driver == "x"` is answered without an activation: the device is still converted
+        # first, so a device that fails conversion fails this selector too, with the same error.
+        m = _DRIVER_EQUALS.fullmatch(expression)
+        self._driver: str | None = m.group(1) if m is not None else None
 
     def __repr__(self) -> str:
         return f"CompiledSelector({self.expression!r})"
 
+    @property
+    def driver_equals(self) -> str | None:
+        """The literal of a `device.driver == "<literal>"` selector, else None. Such a selector
+        is answered by `device.driver == literal` on any device that converts (see matches)."""
+        return self._driver
+
     def matches(self, dev: DeviceView) -> bool:
         """True/False; CelRuntimeError for evaluation errors and non-bool results."""
+        if self._driver is not None:
+            dev.check_conversion()
+            return dev.driver == self._driver
         extras: tuple[str, ...] = ()
         while True:
             act = _activation(dev, extras)
