@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -513,14 +513,16 @@ class Phase:
             "window": [start, end],
         }
 
-    async def cleanup(self, timeout: float = 600) -> float:
-        """Delete the pods, wait until they and their claims are gone, delete the namespace. The API
-        server may drop a connection or time out while it deletes thousands of pods: every request
-        is retried until the deadline."""
+    async def cleanup(self, timeout: float = 600) -> tuple[float, bool]:
+        """Delete the pods, wait until they and their claims are gone, delete the namespace: the
+        seconds it took, and whether they were gone (a phase after an incomplete clean-up would find
+        devices held). The API server may drop a connection or time out while it deletes thousands
+        of pods: every request is retried until the deadline."""
         t0 = time.monotonic()
         deadline = t0 + timeout
         path = PODS.path(self.ns)
         delete = {"gracePeriodSeconds": 0}
+        complete = True
         await tolerant(f"{self.ns}: delete pods", lambda: self.kube.request("DELETE", path, query=delete), deadline)
         while time.monotonic() < deadline:
             pods = await tolerant(
@@ -540,12 +542,18 @@ class Phase:
             await asyncio.sleep(1)
         else:
             log(f"  {self.ns}: pods or claims still present after {timeout:.0f}s")
+            complete = False
         await tolerant(
             f"{self.ns}: delete namespace",
             lambda: self.kube.delete_if_exists(NAMESPACES, self.ns),
             time.monotonic() + 120,
         )
-        return time.monotonic() - t0
+        return time.monotonic() - t0, complete
+
+
+def cleanup_timeout(args: argparse.Namespace, work: Sequence[object]) -> float:
+    """--cleanup-timeout, or by default 600 s and 50 ms per pod above that (40,000 pods: 2,000 s)."""
+    return float(args.cleanup_timeout) if args.cleanup_timeout else max(600.0, 0.05 * len(work))
 
 
 T = TypeVar("T")
@@ -735,7 +743,11 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                 if args.restart_draxr and sched == "draxr" and phase_name == "burst":
                     result["restart"] = await restart(args, draxr, fig)
                 last = phase_name == phases[-1][0] and (sched, concurrency) == runs[-1]
-                cleanup_s = 0.0 if (last and args.skip_final_cleanup) else await phase.cleanup()
+                cleanup_s, clean = (
+                    (0.0, True)
+                    if (last and args.skip_final_cleanup)
+                    else await phase.cleanup(cleanup_timeout(args, work))
+                )
                 if ceiling is not None:
                     ceiling.stop()
                 fig["cleanup_s"] = round(cleanup_s, 1)
@@ -751,6 +763,13 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                     fig["process"]["draxr"]["peak_rss_mib"] = round(peak, 1)
                     draxr.stop()
                 result["phases"].append(fig)
+                if not clean:  # the next phase would find devices held: its figures would be wrong
+                    result["aborted"] = f"{ns}: pods or claims left after the clean-up ({cleanup_s:.0f}s)"
+                    log(f"stopping the run: {result['aborted']}")
+                    break
+            else:
+                continue
+            break
         if "ceiling" in args.schedulers:
             result["ceiling"] = ceiling_fractions(result["phases"])
     finally:
@@ -867,6 +886,8 @@ def print_table(result: JSONish) -> str:
                 f"\nAPI ceiling {ceiling['pods_per_s']} pods/s (concurrency {ceiling['concurrency']} of "
                 f"{', '.join(ceiling['tried'])}{core})"
             )
+    if result.get("aborted"):
+        out.append(f"\nRUN STOPPED EARLY: {result['aborted']}; the phases after it did not run")
     return "\n".join(out)
 
 
@@ -932,6 +953,13 @@ def main() -> int:
     )
     p.add_argument("--stall", type=float, default=30, help="stop waiting after this long without a binding")
     p.add_argument("--phase-timeout", type=float, default=1200)
+    p.add_argument(
+        "--cleanup-timeout",
+        type=float,
+        default=0,
+        help="wait this long for a phase's pods and claims to be gone (0: 600 s, or 50 ms per pod if more); "
+        "the run stops when they are not",
+    )
     p.add_argument("--nodes-ready-timeout", type=float, default=300, help="wait this long for the kwok nodes")
     p.add_argument(
         "--node-grace-seconds",

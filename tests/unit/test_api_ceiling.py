@@ -4,6 +4,7 @@ are each used once while the burst has fewer pods than devices."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -118,3 +119,20 @@ def test_the_ceiling_is_the_best_concurrency_per_phase_and_both_schedulers_are_f
     assert "| **kube-scheduler / ceiling** | | 0.40 |" in burst_table
     assert "| **draxr / ceiling** | | 0.97 |" in steady_table
     assert "kube-scheduler" not in steady_table
+
+
+def test_a_big_phase_waits_longer_for_its_clean_up_and_an_unclean_one_is_reported() -> None:
+    """40,000 pods cannot be deleted with their claims in 600 s on this box (2026-12-02: 30,453
+    claims left): the default deadline grows with the phase, and a run that stopped says so."""
+    args = argparse.Namespace(cleanup_timeout=0)
+    assert e2e.cleanup_timeout(args, [None] * 3200) == 600.0
+    assert e2e.cleanup_timeout(args, [None] * 40000) == 2000.0
+    assert e2e.cleanup_timeout(argparse.Namespace(cleanup_timeout=90), [None] * 40000) == 90.0
+    phases = [_phase("burst", "ceiling", 60.0, 20.0, 64)]
+    stopped = e2e.print_table(
+        {"phases": phases, "aborted": "cl-burst-64: pods or claims left after the clean-up (600s)"}
+    )
+    assert stopped.endswith(
+        "RUN STOPPED EARLY: cl-burst-64: pods or claims left after the clean-up (600s); the phases after it did not run"
+    )
+    assert "STOPPED" not in e2e.print_table({"phases": phases})
