@@ -19,9 +19,9 @@ from draxr.core.interpod import (
     affinity_scores,
     normalize_affinity,
 )
+from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_view import PodView
 from draxr.core.scores import (
-    MAX_NODE_SCORE,
     WEIGHTS,
     balanced_allocation_score,
     default_normalize,

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from draxr.core.labels import NOTHING, Labels, Selector
+from draxr.core.limits import MAX_NODE_SCORE
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs default
-MAX_NODE_SCORE = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 * Go's integer bounds, and `strconv.ParseInt(s, 10, 64)`, which quantity suffixes and node
   selector `Gt`/`Lt` values are parsed with upstream.
+* The scheduler framework's node score range (framework.MaxNodeScore).
 * resource.k8s.io/v1 API limits (k8s.io/api resource/v1 types.go, v0.37.2): objects beyond them
   are rejected by the API server, so a claim draxr writes must stay within them.
 """
@@ -17,6 +18,7 @@ __all__ = [
     "DEVICE_REQUESTS_MAX_SIZE",
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_NODE_SCORE",
     "RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE",
     "UINT64_MAX",
     "parse_int64",
@@ -25,6 +27,9 @@ __all__ = [
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 UINT64_MAX: Final = 2**64 - 1
+
+# framework.MaxNodeScore: every score plugin's normalized score is in [0, MAX_NODE_SCORE].
+MAX_NODE_SCORE: Final = 100
 
 # resourceapi.AllocationResultsMaxSize: devices in one claim's allocation.
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32

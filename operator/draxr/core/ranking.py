@@ -13,8 +13,9 @@ from operator import add, attrgetter, mul
 
 from draxr.core.cycle import PodCycle
 from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
+from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.scores import MAX_NODE_SCORE, WEIGHTS, image_locality_score, normalized_image_name
+from draxr.core.scores import WEIGHTS, image_locality_score, normalized_image_name
 from draxr.core.spread import spread_column
 from draxr.core.state import ClusterState, NodeInfo
 

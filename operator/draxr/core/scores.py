@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_view import Toleration
 
-MAX_NODE_SCORE = 100
 WEIGHTS = {
     "TaintToleration": 3,
     "NodeAffinity": 2,

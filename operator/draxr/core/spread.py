@@ -14,12 +14,12 @@ from operator import contains, methodcaller
 from typing import Any, Protocol
 
 from draxr.core.labels import Labels, Selector
+from draxr.core.limits import MAX_NODE_SCORE
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 REASON_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON_NOT_MATCH + " (missing required label)"
-MAX_NODE_SCORE = 100
 # systemDefaultConstraints: (topologyKey, maxSkew), both ScheduleAnyway.
 SYSTEM_DEFAULTS = ((HOSTNAME, 3), (ZONE, 5))
 
