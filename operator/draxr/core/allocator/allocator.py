@@ -12,7 +12,7 @@ permutations). Per candidate: in use? -> selectable (class CEL, request CEL, per
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -117,18 +117,9 @@ class Allocator:
             candidates = run._class_candidates(class_)
             if candidates is None:
                 return None
-            free = 0
-            for did in candidates:
-                if did not in allocated:
-                    free += 1
-                    if free >= need:
-                        break
-            if free < need:
-                reason = (
-                    f"cannot allocate all claims: {need} device(s) of class {name} requested, "
-                    f"only {free} free and matching on this node{_incomplete_note(run.pools)}"
-                )
-                return reason, len(candidates) < need
+            short = _shortfall(candidates, allocated, need, name, run.pools)
+            if short is not None:
+                return short, len(candidates) < need
         return None
 
     def matching_devices(
@@ -167,6 +158,23 @@ class Allocator:
                         continue
                     found.append(dev.id)
         return tuple(found)
+
+
+def _shortfall(
+    candidates: Sequence[DeviceId], allocated: Collection[DeviceId], need: int, class_name: str, pools: Sequence[Pool]
+) -> str | None:
+    """The "cannot allocate" reason when fewer than ``need`` of the class's matching devices are
+    free; None when enough are (counting stops at ``need``)."""
+    free = 0
+    for did in candidates:
+        if did not in allocated:
+            free += 1
+            if free >= need:
+                return None
+    return (
+        f"cannot allocate all claims: {need} device(s) of class {class_name} requested, "
+        f"only {free} free and matching on this node{_incomplete_note(pools)}"
+    )
 
 
 def _incomplete_note(pools: Sequence[Pool]) -> str:
@@ -408,7 +416,6 @@ class _Run:
         return rd
 
     # -- fast path ----------------------------------------------------------------------------
-    # -- fast path ----------------------------------------------------------------------------
 
     def _fast_allocate(self) -> Allocated | NoFit | None:
         """The common case without the general search: one claim with one plain ExactCount request
@@ -453,17 +460,9 @@ class _Run:
         if candidates is None:
             return None
         allocated = self.allocated.allocated_devices
-        free = 0
-        for did in candidates:
-            if did not in allocated:
-                free += 1
-                if free >= count:
-                    break
-        if free < count:  # _fast_reject's answer
-            return NoFit(
-                f"cannot allocate all claims: {count} device(s) of class {class_.name} requested, "
-                f"only {free} free and matching on this node{_incomplete_note(self.pools)}"
-            )
+        short = _shortfall(candidates, allocated, count, class_.name, self.pools)
+        if short is not None:  # _fast_reject's answer
+            return NoFit(short)
         f = self.f
         results: list[DeviceResult] = []  # (a valid pool names each device once: no repeats)
         for pool in self.pools:
@@ -568,17 +567,9 @@ class _Run:
             candidates[name] = found
         allocated = self.allocated.allocated_devices
         for name, need in wanted.items():
-            free = 0
-            for did in candidates[name]:
-                if did not in allocated:
-                    free += 1
-                    if free >= need:
-                        break
-            if free < need:
-                self.fast_reason = (
-                    f"cannot allocate all claims: {need} device(s) of class {name} requested, "
-                    f"only {free} free and matching on this node{_incomplete_note(self.pools)}"
-                )
+            short = _shortfall(candidates[name], allocated, need, name, self.pools)
+            if short is not None:
+                self.fast_reason = short
                 return True
         return False
 
