@@ -87,13 +87,14 @@ class CertKeeper:
     async def reload_loop(self) -> None:
         """Every check interval; until a first certificate is loaded, every second (doubling up to the
         interval): a replica that started before the leader wrote the Secret serves soon after it."""
-        waiting = [1.0]
+        waiting = 1.0
 
         def interval() -> float:
+            nonlocal waiting
             every = self.settings.webhook_cert_check_seconds
             if self.loaded.is_set():
                 return every
-            waiting[0], wait = min(every, waiting[0] * 2), min(every, waiting[0])
+            wait, waiting = min(every, waiting), waiting * 2
             return wait
 
         await GuardedLoop("webhook-cert-reload").run(self.reload_once, sleeper(interval))
