@@ -19,6 +19,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from draxr import logs
+from draxr.core import json_codec
 
 log = logs.get("draxr.kube")
 
@@ -225,7 +226,7 @@ class Kube:
         if resp.status not in _OBJECT or not answer:
             return {}
         try:
-            data = json.loads(resp.data)
+            data = json_codec.loads(resp.data)
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}

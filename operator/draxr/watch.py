@@ -30,6 +30,7 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from draxr import logs, metrics
+from draxr.core import json_codec
 from draxr.kube import JSON, Kube, Resource
 from draxr.loops import Backoff, GuardedLoop
 
@@ -278,7 +279,7 @@ class Informer:
             async for line in resp.content:
                 if not line.endswith(b"\n"):
                     return "cut"  # in the middle of an event: resume (or list again) from what we have
-                event = json.loads(line)
+                event = json_codec.loads(line)
                 self._progressed()
                 kind = event.get("type")
                 obj = event.get("object") or {}

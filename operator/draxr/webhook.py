@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import web
 
 from draxr import logs, metrics
+from draxr.core import json_codec
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.steering import admission_verdict, steering_patch
 from draxr.tls_context import load_chain
@@ -106,7 +106,7 @@ def review_response(
         return out
     patch = steering_patch(pod, scheduler_name, verdict.reason)
     response["patchType"] = "JSONPatch"
-    response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    response["patch"] = base64.b64encode(json_codec.dumps(patch)).decode()
     tally.admitted("steered")
     log.info("pod steered to draxr", pod=who, scheduler_name=scheduler_name, why=verdict.reason)
     return out
@@ -118,7 +118,7 @@ def application(
     async def mutate(request: web.Request) -> web.Response:
         t0 = time.monotonic()
         try:
-            review = await request.json()
+            review = json_codec.loads(await request.read())
         except ValueError as e:  # not JSON, or not UTF-8
             why: str | None = str(e)
         except RecursionError:
@@ -136,7 +136,7 @@ def application(
             tally.admitted("error")
             body = allowed_unchanged(review)
         tally.answered(time.monotonic() - t0)
-        return web.json_response(body)
+        return web.Response(body=json_codec.dumps(body), content_type="application/json")
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -212,7 +212,7 @@ print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups
 def test_every_module_imports_without_root_capabilities_or_a_writable_root(
     unpacked: tuple[ociarchive.Image, Path],
 ) -> None:
-    # Every module of the package imports in the image (the native wheels too: cryptography,
+    # Every module of the package imports in the image (the native wheels too: cryptography, orjson,
     # google-re2, cel-expr-python, pydantic-core), as the pod's user, with nothing to write but /tmp.
     out = _run(unpacked, ["python", "-c", PROBE])
     assert out.returncode == 0, out.stdout + out.stderr

@@ -16,7 +16,6 @@ slices) share their keys and short strings (``compact``): a burst of pending pod
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from draxr.core import json_codec
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.claims import special_claim_owner
 from draxr.core.equivalence import EquivalenceCache
@@ -382,7 +382,7 @@ class ClaimInfo:
 
     def object(self) -> dict[str, Any]:
         """The claim as the API returned it (without managedFields): a fresh dict on every call."""
-        return dict(json.loads(self.body))
+        return dict(json_codec.loads(self.body))
 
     @classmethod
     def from_api(cls, claim: Mapping[str, Any]) -> ClaimInfo:
@@ -398,7 +398,7 @@ class ClaimInfo:
             finalizers=tuple(sys.intern(f) for f in meta.get("finalizers") or ()),
             allocated=bool(status.get("allocation")),
             reserved=bool(status.get("reservedFor")),
-            body=json.dumps(claim, separators=(",", ":")).encode(),
+            body=json_codec.dumps(claim),
         )
 
 
