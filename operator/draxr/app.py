@@ -21,6 +21,7 @@ from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.handlers import targets
 from draxr.health import Health, supervise
+from draxr.heap import ProcessHeap
 from draxr.kube import Kube
 from draxr.leader import LeaderElector, default_identity
 from draxr.loops import GuardedLoop
@@ -49,8 +50,11 @@ async def connect(settings: Settings) -> tuple[Kube, client.Configuration]:
 
 
 class Operator:  # implements handlers.Sink
-    def __init__(self, settings: Settings, kube: Kube, cfg: client.Configuration) -> None:
+    def __init__(
+        self, settings: Settings, kube: Kube, cfg: client.Configuration, heap: ProcessHeap | None = None
+    ) -> None:
         self.settings = settings
+        self.heap = heap  # the process's collector settings (draxr run), not an embedding process's
         self.kube = kube
         self.cfg = cfg
         self.state = ClusterState()
@@ -192,7 +196,11 @@ class Operator:  # implements handlers.Sink
         """Every watch has listed its kind once: decisions (and orphan detection) start from a full
         view; the watches keep it current afterwards."""
         t0 = time.monotonic()
+        if self.heap is not None:
+            self.heap.sync_started()
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+        if self.heap is not None:
+            self.heap.sync_done()
         log.info(
             "initial sync done",
             seconds=round(time.monotonic() - t0, 2),
@@ -388,7 +396,7 @@ async def main(settings: Settings) -> None:
     kube, cfg = await connect(settings)
     stop = asyncio.Event()
     _own_signals(stop)
-    op = Operator(settings, kube, cfg)
+    op = Operator(settings, kube, cfg, heap=ProcessHeap())
     try:
         await op.run(stop)
     finally:

@@ -19,8 +19,10 @@ def loads(data: bytes | str) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON (no spaces), as ``json.dumps(value, separators=(",", ":"))`` encoded."""
+    """Compact JSON (no spaces), as ``json.dumps(value, separators=(",", ":"))`` encoded. A copy of
+    orjson's result: its buffer is allocated with room to spare and shrunk in place, and kept
+    claims held 4 KiB each that way instead of 1.7 (bench/state_memory.py)."""
     try:
-        return orjson.dumps(value)
+        return memoryview(orjson.dumps(value)).tobytes()
     except TypeError:
         return json.dumps(value, separators=(",", ":")).encode()
