@@ -1,7 +1,12 @@
 """JSON through orjson: decoding the watch lines and list pages and encoding the kept claims were a
-third of a resync's CPU with the standard library (bench/README, "Scale"). What orjson refuses
-and the standard library takes (integers beyond 64 bits, non-string keys) goes through the
-standard library, so no valid input is turned away."""
+third of a resync's CPU with the standard library (bench/README, "Scale").
+
+orjson reads integers up to 64 bits exactly and larger ones as floats. The API server sends no
+larger ones: its typed fields are Go integers of at most 64 bits, and it decodes the numbers of
+custom resources into int64 or float64 before it writes them out again. What orjson refuses and
+the standard library takes (NaN, Infinity, lone surrogates; in writing: larger integers,
+non-string keys) goes through the standard library.
+"""
 
 from __future__ import annotations
 

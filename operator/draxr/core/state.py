@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from draxr.core.node_verdict import NodeVerdict
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_COUNTED_IN_LIMIT = 4096  # label sets whose count tables are remembered (pods of one workload share one)
 _DOMAINS_LIMIT = 64  # cached domain tables, and as many count tables (each as large as the fleet)
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
@@ -501,6 +502,10 @@ class ClusterState:
         # their per-domain tables are dropped when the nodes change.
         self._selector_counts: dict[tuple[str, Selector], SelectorCounts] = {}
         self._selector_counts_revision = -1
+        # Which of those tables count a placed pod, per (namespace, label set, terminating) as the
+        # groups below (the label set kept: its id is not reused while it is here); emptied when
+        # a table comes or goes.
+        self._counted_in: dict[tuple[str, int, bool], tuple[Labels, list[DomainCounts], list[SelectorCounts]]] = {}
         # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
@@ -655,17 +660,32 @@ class ClusterState:
                 _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
                 if _tally(counts, node, sign):
                     del self._term_groups[id(pod.terms)]
-            for namespace, selector, domain in self._domain_counts.values():
-                if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
+            if self._domain_counts or self._selector_counts:
+                domains, selectors = self._tables_counting(key, pod)
+                for domain in domains:
                     domain.add(node, sign)
-            for (namespace, selector), per_selector in self._selector_counts.items():
-                if counted(selector, namespace, pod.namespace, pod.labels, pod.deleting):
+                for per_selector in selectors:
                     per_selector.add(node, sign)
             if pod.volumes:
                 if sign > 0:
                     self.storage.place_pod(PodVolumes(pod.uid, pod.namespace, pod.name, node, pod.volumes))
                 else:
                     self.storage.remove_pod(pod.uid)
+
+    def _tables_counting(
+        self, key: tuple[str, int, bool], pod: PodInfo
+    ) -> tuple[list[DomainCounts], list[SelectorCounts]]:
+        """The spreading count tables whose selector counts ``pod`` (``key``: its group's)."""
+        hit = self._counted_in.get(key)
+        if hit is not None and hit[0] is pod.labels:
+            return hit[1], hit[2]
+        ns, labels, deleting = pod.namespace, pod.labels, pod.deleting
+        domains = [d for n, sel, d in self._domain_counts.values() if counted(sel, n, ns, labels, deleting)]
+        selectors = [c for (n, sel), c in self._selector_counts.items() if counted(sel, n, ns, labels, deleting)]
+        if len(self._counted_in) >= _COUNTED_IN_LIMIT:
+            self._counted_in.clear()
+        self._counted_in[key] = (labels, domains, selectors)
+        return domains, selectors
 
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
@@ -677,6 +697,7 @@ class ClusterState:
         come in few shapes, and a flood of distinct ones only costs a rebuild."""
         if self._domains_revision != self.node_revision:
             self._domains, self._domain_counts = {}, {}
+            self._counted_in.clear()
             self._domains_revision = self.node_revision
         found = self._domains.get(key)
         if found is None:
@@ -696,6 +717,7 @@ class ClusterState:
         if found is None:
             if len(self._domain_counts) >= _DOMAINS_LIMIT:
                 self._domain_counts.clear()
+            self._counted_in.clear()
             found = self._domain_counts[full] = (
                 namespace,
                 selector,
@@ -715,6 +737,7 @@ class ClusterState:
         if found is None:
             if len(self._selector_counts) >= _DOMAINS_LIMIT:
                 self._selector_counts.clear()
+            self._counted_in.clear()
             found = self._selector_counts[key] = SelectorCounts(
                 matching_pods(self, selector, namespace), self.labels_of
             )
