@@ -20,12 +20,13 @@ def _version(_: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from draxr.app import main as run_operator
-    from draxr.kube import set_default_rate_limit
+    from draxr.kube import set_default_compression, set_default_rate_limit
     from draxr.settings import Settings
 
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     settings = Settings(**overrides)
     set_default_rate_limit(settings.client_qps, settings.client_burst)
+    set_default_compression(settings.api_compression)
     asyncio.run(run_operator(settings))
     return 0
 

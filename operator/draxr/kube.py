@@ -124,6 +124,18 @@ def set_default_rate_limit(qps: float, burst: int) -> None:
     _default_limit = (qps, burst)
 
 
+_compression = False
+
+
+def set_default_compression(on: bool) -> None:
+    """Whether every Kube created afterwards asks for gzip-compressed responses. Off by default,
+    as kube-scheduler and kube-controller-manager set DisableCompression (kubernetes#80919):
+    kube-apiserver gzips lists over 128 KB, which on a control plane's network costs both ends
+    CPU for no gain in time."""
+    global _compression
+    _compression = on
+
+
 def _default_limiter() -> RateLimiter | None:
     qps, burst = _default_limit
     return RateLimiter(qps, burst or max(1, int(qps))) if qps > 0 else None
@@ -146,6 +158,8 @@ class Kube:
         session = getattr(api.rest_client, "pool_manager", None)
         if session is not None and hasattr(session, "_trust_env"):
             session._trust_env = False
+        if not _compression:  # (aiohttp otherwise asks for gzip and deflate on every request)
+            api.set_default_header("Accept-Encoding", "identity")
 
     @classmethod
     async def from_kubeconfig(cls, path: Path | str) -> Kube:

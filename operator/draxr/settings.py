@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     retry_period_seconds: float = Field(2.0, gt=0)
     client_qps: float = Field(0.0, ge=0, description="client-side API rate limit, requests/s (0: unlimited)")
     client_burst: int = Field(0, ge=0, description="client-side API burst (0: same as --client-qps)")
+    api_compression: bool = Field(
+        False,
+        description="ask the API server to gzip large list responses (off, as kube-scheduler and "
+        "kube-controller-manager have it: on the control plane's network gzip costs both ends CPU and saves no time)",
+    )
     webhook_port: int = Field(0, ge=0, description="HTTPS port of the admission webhook (0: off; manifests/ set 9443)")
     webhook_process: bool = Field(
         False,

@@ -13,6 +13,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from draxr import kube as kube_module
 from draxr.kube import JSON_PATCH, MERGE_PATCH, Kube
 
 
@@ -29,6 +30,7 @@ class Server:
                 "path": request.path,
                 "query": sorted(request.query.items()),
                 "headers": {k: request.headers.get(k) for k in ("Accept", "Content-Type", "Authorization", "Cookie")},
+                "encoding": request.headers.get("Accept-Encoding"),
                 "user_agent": request.headers.get("User-Agent"),
                 "body": body,
             }
@@ -143,3 +145,29 @@ async def test_an_answer_not_asked_for_is_not_decoded_but_errors_still_raise(ser
     with pytest.raises(ApiException) as caught:
         await kube.request("PATCH", "/api/v1/namespaces/ns/pods/p/status", {"a": 1}, answer=False)
     assert caught.value.status == 404
+
+
+async def test_requests_and_streams_ask_for_uncompressed_answers_by_default(served: tuple[Server, Kube]) -> None:
+    server, kube = served
+    await kube.request("GET", "/api/v1/pods", query={"limit": 500})
+    async with await kube.stream("/api/v1/pods", query={"watch": "true"}) as resp:
+        await resp.read()
+    assert [s["encoding"] for s in server.seen] == ["identity", "identity"]
+
+
+async def test_with_compression_on_gzip_is_asked_for_and_decoded(
+    served: tuple[Server, Kube], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, plain = served
+    monkeypatch.setattr(kube_module, "_compression", False)
+    kube_module.set_default_compression(True)
+    kube = Kube(client.ApiClient(plain.api.configuration), limiter=None)
+    try:
+        answer = web.json_response({"kind": "PodList", "items": [{"n": i} for i in range(2000)]})
+        answer.enable_compression(web.ContentCoding.gzip)
+        server.answers.append(answer)
+        got = await kube.request("GET", "/api/v1/pods")
+    finally:
+        await kube.close()
+    assert "gzip" in (server.seen[0]["encoding"] or "")
+    assert len(got["items"]) == 2000
