@@ -43,12 +43,14 @@ class ProcessHeap:
             log.info("initial sync still running: garbage collection back on", after_seconds=self.off_seconds)
 
     def sync_done(self) -> None:
-        """Collect once, freeze what is left (the cluster view), and turn the collector back on."""
+        """Freeze what the sync built (the cluster view) and turn the collector back on. No
+        collection first: it took 0.8 s with 40,000 bound pods, in the way of leading, and found
+        nothing (a sync makes no cyclic garbage; what a failing one makes in its first
+        ``off_seconds`` is all that could be frozen with it)."""
         if self._timer is not None:
             self._timer.cancel()
-        collected = gc.collect()
         gc.freeze()
         if self._paused:
             self._paused = False
             gc.enable()
-        log.info("heap frozen after the initial sync", objects=gc.get_freeze_count(), collected=collected)
+        log.info("heap frozen after the initial sync", objects=gc.get_freeze_count())
