@@ -305,12 +305,15 @@ class Draxr:
             *self.extra,
         ]  # fmt: skip
 
-    async def start(self, timeout: float = 900) -> dict[str, float]:
-        """Start and wait for the initial sync and leadership; returns the start-up timings."""
+    async def start(self, timeout: float = 900, spawned: Callable[[int], None] | None = None) -> dict[str, float]:
+        """Start and wait for the initial sync and leadership; returns the start-up timings.
+        ``spawned``: called with the new process's pid at once (a profiler)."""
         self.starts += 1
         t0 = time.monotonic()
         env = {**os.environ, "PYTHONPATH": self.pythonpath} if self.pythonpath else None
         self.proc = DraxrProcess(self.args(), log=self.log_path, environ=env)
+        if spawned is not None and self.pid is not None:
+            spawned(self.pid)
         timings: dict[str, float] = {}
         while time.monotonic() - t0 < timeout:
             if self.proc.poll() is not None:
@@ -794,10 +797,19 @@ async def restart(args: argparse.Namespace, draxr: Draxr, fig: JSONish) -> JSONi
     await asyncio.sleep(5)  # the last claim and pod events reach draxr
     before = proc_figures(draxr.pid)
     draxr.stop()
-    timings = await draxr.start()
+    profilers: list[subprocess.Popen[bytes]] = []
+    raw = draxr.run_dir / "draxr-restart.pyspy.txt"
+    spawned = (lambda pid: profilers.append(start_profiler(pid, raw))) if args.profile_restart else None
+    timings = await draxr.start(spawned=spawned)
+    profile = {}
+    if profilers:  # the process start to leading
+        keep = f"{args.out_profile}.restart" if args.out_profile else None
+        profile = stop_profiler(profilers[0], raw, keep)
     await asyncio.sleep(args.settle)  # memory after the watches have settled
     after = proc_figures(draxr.pid)
     out = {"pods_bound": fig["bound"], "before_restart": before, "restart": timings, "after_restart": after}
+    if profile:
+        out["profile"] = profile
     log(f"  restart: {out}")
     return out
 
@@ -981,6 +993,9 @@ def main() -> int:
     p.add_argument("--restart-draxr", action="store_true", help="after the draxr burst: restart draxr, time its resync")
     p.add_argument("--settle", type=float, default=30, help="seconds after a restart before RSS is read")
     p.add_argument("--profile", action="store_true", help="py-spy the draxr burst phase")
+    p.add_argument(
+        "--profile-restart", action="store_true", help="with --restart-draxr: py-spy the restart, start to leading"
+    )
     p.add_argument("--out-profile", default=None, help="also keep py-spy's raw collapsed stacks here")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/e2e-<nodes>x<devices>-<pods>.json)")
     p.add_argument("--skip-final-cleanup", action="store_true", help="the last phase leaves its pods (scale runs)")
