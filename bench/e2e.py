@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -755,7 +755,8 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
                     f"CPU {fig['process'].get(sched, {}).get('cpu_s')}s"
                 )
                 if args.restart_draxr and sched == "draxr" and phase_name == "burst":
-                    result["restart"] = await restart(args, draxr, fig)
+                    others = {name: pid for name, pid in cp.pids.items() if pid}
+                    result["restart"] = await restart(args, draxr, fig, others)
                 last = phase_name == phases[-1][0] and (sched, concurrency) == runs[-1]
                 cleanup_s, clean = (
                     (0.0, True)
@@ -792,15 +793,21 @@ async def bench(args: argparse.Namespace, cp: ControlPlane, draxr_holder: list[D
     return result
 
 
-async def restart(args: argparse.Namespace, draxr: Draxr, fig: JSONish) -> JSONish:
-    """Restart draxr with the burst's pods and claims still in place: time to resync, memory after."""
+async def restart(args: argparse.Namespace, draxr: Draxr, fig: JSONish, others: Mapping[str, int | None]) -> JSONish:
+    """Restart draxr with the burst's pods and claims still in place: time to resync, memory after,
+    and the CPU seconds the other processes (``others``: name -> pid) spent from the stop to leading."""
     await asyncio.sleep(5)  # the last claim and pod events reach draxr
     before = proc_figures(draxr.pid)
+    others_before = {name: proc_figures(pid).get("cpu_s", 0.0) for name, pid in others.items()}
     draxr.stop()
     profilers: list[subprocess.Popen[bytes]] = []
     raw = draxr.run_dir / "draxr-restart.pyspy.txt"
     spawned = (lambda pid: profilers.append(start_profiler(pid, raw))) if args.profile_restart else None
     timings = await draxr.start(spawned=spawned)
+    cpu_to_leading = {
+        "draxr": proc_figures(draxr.pid).get("cpu_s", 0.0),
+        **{n: round(proc_figures(pid).get("cpu_s", 0.0) - others_before[n], 2) for n, pid in others.items()},
+    }
     profile = {}
     if profilers:  # the process start to leading
         keep = f"{args.out_profile}.restart" if args.out_profile else None
@@ -808,6 +815,7 @@ async def restart(args: argparse.Namespace, draxr: Draxr, fig: JSONish) -> JSONi
     await asyncio.sleep(args.settle)  # memory after the watches have settled
     after = proc_figures(draxr.pid)
     out = {"pods_bound": fig["bound"], "before_restart": before, "restart": timings, "after_restart": after}
+    out["cpu_s_to_leading"] = cpu_to_leading
     if profile:
         out["profile"] = profile
     log(f"  restart: {out}")
