@@ -55,3 +55,8 @@ def test_keys_that_are_not_strings_are_written_as_the_standard_library_writes_th
 def test_invalid_json_raises_a_value_error(bad: bytes) -> None:
     with pytest.raises((json.JSONDecodeError, UnicodeDecodeError)):
         json_codec.loads(bad)
+
+
+def test_bytes_that_are_not_utf8_are_reported_as_such() -> None:
+    with pytest.raises(UnicodeDecodeError, match="can't decode byte 0xff"):
+        json_codec.loads(b'\xff{"a": 1}')

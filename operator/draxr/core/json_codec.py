@@ -20,7 +20,9 @@ def loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)  # the same error for invalid JSON; a value for what orjson only refuses
+        # The same error for invalid JSON, a value for what orjson only refuses. Bytes are UTF-8 (RFC
+        # 8259): json.loads would guess an encoding and report bad UTF-8 as bad JSON.
+        return json.loads(data.decode() if isinstance(data, bytes) else data)
 
 
 def dumps(value: Any) -> bytes:
