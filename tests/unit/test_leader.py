@@ -143,6 +143,9 @@ class _Api:
         self.cookie = None
         self.configuration = SimpleNamespace(host="https://127.0.0.1:6443")
 
+    def set_default_header(self, name: str, value: str) -> None:
+        self.default_headers[name] = value
+
     async def update_params_for_auth(self, headers: dict[str, str], *_: Any) -> None:
         headers["authorization"] = "Bearer token"
 
