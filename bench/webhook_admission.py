@@ -45,6 +45,7 @@ from draxr.core.claims import micro_time
 from draxr.core.mapping import build_mapping, mapping_to_data
 from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube
 from draxr.leader import LEASES
+from draxr.webhook_proc import start_child
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
@@ -394,9 +395,7 @@ class LoneWebhook:
         assert pki is not None
         mapping = build_mapping(await kube.list(DEVICE_CLASSES))
         ours, theirs = socket.socketpair()
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "draxr.webhook_child", str(theirs.fileno()), pass_fds=(theirs.fileno(),)
-        )
+        self.proc = await start_child(theirs)
         theirs.close()
         reader, self.writer = await asyncio.open_unix_connection(sock=ours)
         config = {"scheduler_name": "draxr", "bind_address": LOOPBACK, "port": self.port}

@@ -76,9 +76,17 @@ class Child:
         else:
             raise ValueError(f"unknown message {op!r}")
 
+    async def _line(self) -> bytes:
+        """The operator's next message, b"" once the socket is closed. A close with our counts still
+        unread on its side arrives as a reset: that is the operator's end too, not a crash."""
+        try:
+            return await self.reader.readline()
+        except ConnectionError:
+            return b""
+
     async def run(self) -> None:
         while True:  # configuration, certificate and mapping first: the first review finds them all
-            line = await self.reader.readline()
+            line = await self._line()
             if not line:
                 return
             msg = json.loads(line)
@@ -98,7 +106,7 @@ class Child:
             self.send({"op": "serving"})
             flusher = asyncio.create_task(self._flush())
             try:
-                while line := await self.reader.readline():
+                while line := await self._line():
                     self.apply(json.loads(line))
             finally:
                 flusher.cancel()
@@ -111,7 +119,10 @@ class Child:
             await asyncio.sleep(FLUSH)
             if self.batch.results or self.batch.seconds or time.monotonic() - last >= HEARTBEAT:
                 self.send(self.batch.take())
-                await self.writer.drain()
+                try:
+                    await self.writer.drain()
+                except ConnectionError:  # the operator is gone: run() sees it on its next read
+                    return
                 last = time.monotonic()
 
 

@@ -41,6 +41,19 @@ SERVED_LONG_ENOUGH = 60.0  # a child that served this long resets the restart ba
 STOP_GRACE = 5.0
 
 
+async def start_child(theirs: socket.socket, **options: Any) -> asyncio.subprocess.Process:
+    """``python -m draxr.webhook_child`` on the socket ``theirs`` (the caller closes its copy)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "draxr.webhook_child",
+        str(theirs.fileno()),
+        pass_fds=(theirs.fileno(),),
+        stdin=asyncio.subprocess.DEVNULL,
+        **options,
+    )
+
+
 class WebhookProcess:
     def __init__(
         self,
@@ -143,14 +156,7 @@ class WebhookProcess:
         Raises if the first child does not come to serve."""
         ours, theirs = socket.socketpair()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "draxr.webhook_child",
-                str(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
-                stdin=asyncio.subprocess.DEVNULL,
-            )
+            proc = await start_child(theirs)
         finally:
             theirs.close()
         self.pid = proc.pid

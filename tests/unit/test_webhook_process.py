@@ -4,6 +4,7 @@ keeper with a certificate of its own, the child on a free loopback port."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -17,10 +18,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from draxr.core import certs
-from draxr.core.mapping import ExtendedResourceMapping, build_mapping
+from draxr.core.mapping import ExtendedResourceMapping, build_mapping, mapping_to_data
 from draxr.loops import Backoff
 from draxr.settings import Settings
-from draxr.webhook_proc import WebhookProcess
+from draxr.webhook_child import HEARTBEAT
+from draxr.webhook_proc import WebhookProcess, start_child
 from draxr.webhook_tls import CertKeeper
 from draxr_dev.devcluster.controlplane import free_port
 
@@ -168,3 +170,34 @@ async def test_a_port_taken_at_the_first_start_ends_serve() -> None:
         keeper._load(first.tls_crt, first.tls_key)
         with pytest.raises(RuntimeError, match="admission webhook server could not start: OSError"):
             await WebhookProcess(keeper, settings, lambda: GPU).serve()
+
+
+async def test_the_process_ends_cleanly_when_the_operator_closes_with_counts_unread() -> None:
+    """A socket closed while the child's counts sit unread on the operator's side reaches the child
+    as a reset (the operator stopping, or killed): that is its end, exit 0, not a traceback."""
+    first = pki()
+    ours, theirs = socket.socketpair()
+    proc = await start_child(theirs, stderr=asyncio.subprocess.PIPE)
+    theirs.close()
+    ours.settimeout(30)  # plain socket calls: asyncio's reader would drain what must stay unread
+    config = {"scheduler_name": "draxr", "bind_address": "127.0.0.1", "port": free_port()}
+    for msg in (
+        {"op": "config", **config, "log_level": "warning", "log_format": "json"},
+        {"op": "cert", "tls_crt": first.tls_crt.decode(), "tls_key": first.tls_key.decode()},
+        {"op": "mapping", "mapping": mapping_to_data(GPU)},
+        {"op": "start"},
+    ):
+        ours.sendall(json.dumps(msg).encode() + b"\n")
+    said = b""
+    while b"\n" not in said:
+        said += await asyncio.to_thread(ours.recv, 4096)
+    assert json.loads(said.split(b"\n")[0])["op"] == "serving"
+    await asyncio.sleep(2.5 * HEARTBEAT)  # heartbeats arrive and stay unread
+    assert ours.recv(1, socket.MSG_PEEK)  # (the reset needs unread data)
+    ours.close()
+    assert proc.stderr is not None
+    async with asyncio.timeout(30):
+        err = await proc.stderr.read()
+        code = await proc.wait()
+    assert b"Traceback" not in err, err.decode()
+    assert code == 0
