@@ -3,7 +3,10 @@ does not see; in an opted-in namespace (draxr steers every pod) with draxr leadi
 tries to schedule each (no nodes: a PodScheduled=False patch and a FailedScheduling Event per pod);
 in another with draxr standing by behind a Lease this script holds (a second replica's view: watches
 and webhook, no writes); with draxr stopped (failurePolicy Ignore: connection refused, pods admitted
-unchanged); and with the webhook's server process alone (``draxr.webhook_child`` fed by this script).
+unchanged); with the webhook's server process alone (``draxr.webhook_child`` fed by this script);
+and, for reference, with no webhook at all but a MutatingAdmissionPolicy (CEL run inside the API
+server, once with a JSONPatch and once with an apply configuration) that makes the same change for
+the same mapping: what steering costs when the API server makes no call.
 
     .venv/bin/python bench/webhook_admission.py --pods 2000 --concurrency 16 [--webhook-process false]
 
@@ -42,8 +45,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from draxr.core import certs
 from draxr.core.claims import micro_time
-from draxr.core.mapping import build_mapping, mapping_to_data
-from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube
+from draxr.core.mapping import ExtendedResourceMapping, build_mapping, mapping_to_data
+from draxr.core.steering import STEERED_ANNOTATION, describe
+from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube, Resource
 from draxr.leader import LEASES
 from draxr.webhook_proc import start_child
 from draxr.webhook_tls import MUTATING_WEBHOOKS, SECRETS
@@ -58,6 +62,8 @@ RESOURCE = "example.com/gpu"
 BENCH_NS = "draxr-bench"
 LEADING = "steered, draxr leading (it schedules each pod)"
 STANDBY = "steered, draxr standing by (admission only)"
+POLICIES = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", False)
+POLICY_BINDINGS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", False)
 
 
 def log(msg: str) -> None:
@@ -417,6 +423,57 @@ class LoneWebhook:
             await self.proc.wait()
 
 
+def steering_policy(mapping: ExtendedResourceMapping, patch_type: str, label: str) -> list[dict[str, Any]]:
+    """A MutatingAdmissionPolicy and its binding that steer as the webhook does for the pods of this
+    bench (containers' limits naming a mapped resource; default scheduler; not bound): a reference for
+    the cost of the mutation when the API server makes no call, not a complete port of the verdict."""
+    served = json.dumps({name: describe([name], mapping) for name in sorted(mapping.names)})
+
+    def names(served_map: str) -> str:  # (match conditions see no variables: the map is repeated there)
+        return (
+            "object.spec.containers.map(c, has(c.resources) && has(c.resources.limits)"
+            f" ? c.resources.limits.filter(k, k in {served_map}) : []).flatten()"
+        )
+
+    said = "variables.names.map(n, variables.served[n]).join('; ')"
+    note = f"'schedulerName set to draxr by a MutatingAdmissionPolicy: requests ' + {said}"
+    if patch_type == "JSONPatch":
+        key = STEERED_ANNOTATION.replace("~", "~0").replace("/", "~1")
+        first = "JSONPatch{op: 'add', path: '/spec/schedulerName', value: 'draxr'}"
+        one = f"JSONPatch{{op: 'add', path: '/metadata/annotations/{key}', value: {note}}}"
+        all_ = f"JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{'{STEERED_ANNOTATION}': {note}}}}}"
+        expression = f"[{first}, has(object.metadata.annotations) ? {one} : {all_}]"
+        mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}
+    else:
+        meta = f"Object.metadata{{annotations: {{'{STEERED_ANNOTATION}': {note}}}}}"
+        expression = f"Object{{spec: Object.spec{{schedulerName: 'draxr'}}, metadata: {meta}}}"
+        mutation = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}
+    default = "!has(object.spec.schedulerName) || object.spec.schedulerName == 'default-scheduler'"
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    name = f"draxr-bench-{patch_type.lower()}"
+    spec = {
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "Never",
+        "matchConstraints": {"resourceRules": [rule]},
+        "variables": [
+            {"name": "served", "expression": served},
+            {"name": "names", "expression": names("variables.served")},
+        ],
+        "matchConditions": [
+            {"name": "default-scheduler", "expression": default},
+            {"name": "unbound", "expression": "!has(object.spec.nodeName) || object.spec.nodeName == ''"},
+            {"name": "mapped", "expression": f"{names(served)}.size() > 0"},
+        ],
+        "mutations": [mutation],
+    }
+    binding = {"policyName": name, "matchResources": {"namespaceSelector": {"matchLabels": {label: "true"}}}}
+    group = "admissionregistration.k8s.io/v1"
+    return [
+        {"apiVersion": group, "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
+        {"apiVersion": group, "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": binding},
+    ]
+
+
 async def hold_lease(kube: Kube) -> None:
     """The Lease draxr would take, held by someone else for an hour: a draxr started now stands by."""
     now = micro_time(datetime.now(UTC))
@@ -506,6 +563,21 @@ async def run(args: argparse.Namespace, cp: ControlPlane) -> dict[str, Any]:
             ns = await opted_in(kube, "opted-in-3")
             await steering(kube, ns, lambda: lone.proc is not None and lone.proc.returncode is None)
             await phases.run("steered by the webhook process alone", ns, spied=lone.proc.pid)
+            await lone.stop()
+            del procs["webhook process alone"]
+            mapping = build_mapping(await kube.list(DEVICE_CLASSES))
+            for patch_type in ("JSONPatch", "ApplyConfiguration"):
+                label = f"draxr.io/bench-{patch_type.lower()}"
+                policy, binding = steering_policy(mapping, patch_type, label)
+                await kube.create(POLICIES, policy)
+                await kube.create(POLICY_BINDINGS, binding)
+                ns = f"policy-{patch_type.lower()}"
+                await kube.create(
+                    NAMESPACES,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {label: "true"}}},
+                )
+                await steering(kube, ns, lambda: True)
+                await phases.run(f"no webhook: a MutatingAdmissionPolicy ({patch_type})", ns)
             return phases.result
         finally:
             await lone.stop()
