@@ -46,7 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from draxr.core import certs
 from draxr.core.claims import micro_time
 from draxr.core.mapping import ExtendedResourceMapping, build_mapping, mapping_to_data
-from draxr.core.steering import STEERED_ANNOTATION, describe
+from draxr.core.steering import STEERED_ANNOTATION, STEERED_POINTER, describe
 from draxr.kube import DEVICE_CLASSES, NAMESPACES, PODS, Kube, Resource
 from draxr.leader import LEASES
 from draxr.webhook_proc import start_child
@@ -438,9 +438,8 @@ def steering_policy(mapping: ExtendedResourceMapping, patch_type: str, label: st
     said = "variables.names.map(n, variables.served[n]).join('; ')"
     note = f"'schedulerName set to draxr by a MutatingAdmissionPolicy: requests ' + {said}"
     if patch_type == "JSONPatch":
-        key = STEERED_ANNOTATION.replace("~", "~0").replace("/", "~1")
         first = "JSONPatch{op: 'add', path: '/spec/schedulerName', value: 'draxr'}"
-        one = f"JSONPatch{{op: 'add', path: '/metadata/annotations/{key}', value: {note}}}"
+        one = f"JSONPatch{{op: 'add', path: '{STEERED_POINTER}', value: {note}}}"
         all_ = f"JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{'{STEERED_ANNOTATION}': {note}}}}}"
         expression = f"[{first}, has(object.metadata.annotations) ? {one} : {all_}]"
         mutation = {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}

@@ -15,6 +15,8 @@ from draxr.core.requests import prepare_pod
 
 DEFAULT_SCHEDULER = "default-scheduler"
 STEERED_ANNOTATION = "draxr.io/steered"  # why the webhook set spec.schedulerName
+# (its JSON pointer, RFC 6901: "~" then "/" escaped)
+STEERED_POINTER = "/metadata/annotations/" + STEERED_ANNOTATION.replace("~", "~0").replace("/", "~1")
 SKIP_LABEL = "draxr.io/skip"  # a pod labelled draxr.io/skip=true is never steered
 
 
@@ -89,8 +91,7 @@ def steering_patch(pod: Mapping[str, Any], scheduler_name: str, reason: str) -> 
     if annotations is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {STEERED_ANNOTATION: note}})
     else:
-        key = STEERED_ANNOTATION.replace("~", "~0").replace("/", "~1")
-        ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": note})
+        ops.append({"op": "add", "path": STEERED_POINTER, "value": note})
     return ops
 
 
