@@ -4,8 +4,9 @@ test overlay (tests/realnode/overlay: hostNetwork, loopback addresses, ports of 
 second replica, exec probes, a url clientConfig; nothing else). kubelet then runs the containers as
 the install asks (uid 65532, runAsNonRoot, a read-only root filesystem, no capabilities, the
 projected ServiceAccount token, the probes), the two replicas elect one leader, the leader
-schedules a pod onto the node's devices, and when its container is killed the standby takes the
-Lease over and schedules the next pod while kubelet restarts the killed container.
+schedules a pod onto the node's devices, and when its container is killed a new process (the standby,
+or the killed container restarted by kubelet: a race, as with client-go) takes the Lease over and
+schedules the next pod.
 
 The pods use the install's real names (Lease ``draxr``, scheduler ``draxr``, the
 MutatingWebhookConfiguration ``draxr``, the ServiceAccount ``draxr-system/draxr`` and its RBAC), so
@@ -628,9 +629,9 @@ async def logs(cp: ControlPlane, pod: str, *extra: str) -> str:
 async def failover_report(
     kube: Kube, cp: ControlPlane, names: dict[str, str], history: list[tuple[float, str, str]]
 ) -> str:
-    """Why the standby did not take the Lease: the Lease as it changed, both pods' containers, and
+    """Why no new process took the Lease: the Lease as it changed, both pods' containers, and
     the end of each container's log (the killed one's too)."""
-    lines = ["the standby did not take the Lease within 60s of the kill", f"Lease changes: {history}"]
+    lines = ["no new process took the Lease within 60s of the kill", f"Lease changes: {history}"]
     for n in names.values():
         pod = await kube.get(PODS, n, NAMESPACE)
         lines.append(f"{n}: {json.dumps(pod.get('status', {}).get('containerStatuses'), sort_keys=True)}")
@@ -710,7 +711,13 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
     assert await scheduled_by(kube, namespace, "before") == [f"draxr-{leader_name}"]
 
     # 5. Kill the leader's container (SIGKILL to its task: no clean shutdown, the Lease is not
-    #    given up): the standby takes the Lease when it expires and schedules the next pod.
+    #    given up): a new process takes the Lease when it expires and schedules the next pod. Which
+    #    one is a race, as with client-go: expiry is judged from each candidate's own observation of
+    #    the last renewal, and kubelet restarts the killed container within a second, so the
+    #    restarted process (first read at its start) and the standby (which polls every 2 s and may
+    #    have read the last renewal up to 2 s late) become eligible within the same poll period.
+    killed_identity = await lease_holder(kube)
+    assert killed_identity.rsplit("_", 1)[0] == leader_name
     [killed] = pods[leader]["status"]["containerStatuses"]
     killed_id = killed["containerID"].removeprefix("containerd://")
     out = await asyncio.to_thread(real_node.ctr, "tasks", "kill", "--signal", "SIGKILL", killed_id)
@@ -719,23 +726,25 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
 
     history: list[tuple[float, str, str]] = []  # (seconds after the kill, holder, renewTime) as it changed
 
-    async def standby_leads() -> bool:
+    async def a_new_process_leads() -> str | None:
         spec = (await kube.get(LEASES, "draxr", NAMESPACE))["spec"]
         seen = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
         if not history or history[-1][1:] != seen:
             history.append((round(time.monotonic() - t_kill, 1), *seen))
-        return seen[0].rsplit("_", 1)[0] == names[standby]
+        return seen[0] if seen[0] and seen[0] != killed_identity else None
 
     try:
-        await eventually(standby_leads, timeout=60, interval=0.5)
+        new_identity = await eventually(a_new_process_leads, timeout=60, interval=0.5)
     except pytest.fail.Exception:
         pytest.fail(await failover_report(kube, cp, names, history))
     takeover_s = time.monotonic() - t_kill
+    successor = next(d for d, n in names.items() if n == new_identity.rsplit("_", 1)[0])
+    other = STANDBY if successor == PRIMARY else PRIMARY
     after = await run_pod(kube, cp, real_node, namespace, single("after", 2))
     _check_kubelet_and_plugin(after)
-    assert await scheduled_by(kube, namespace, "after") == [f"draxr-{names[standby]}"]
+    assert await scheduled_by(kube, namespace, "after") == [f"draxr-{names[successor]}"]
 
-    # 6. kubelet restarted the killed container (same pod, new container): Ready again, as standby.
+    # 6. kubelet restarted the killed container (same pod, new container): Ready again.
     async def restarted() -> JSON | None:
         p = await kube.get(PODS, names[leader], NAMESPACE)
         [s] = p["status"]["containerStatuses"]
@@ -748,13 +757,13 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
     await asyncio.to_thread(check_container, real_node, again, installed)
     survivor = await kube.get(PODS, names[standby], NAMESPACE)
     assert survivor["status"]["containerStatuses"][0]["restartCount"] == 0
-    assert (await lease_holder(kube)).rsplit("_", 1)[0] == names[standby]
+    assert await lease_holder(kube) == new_identity
 
-    async def gauges_swapped() -> bool:
+    async def gauges_follow() -> bool:
         values = {d: (await asyncio.to_thread(_metrics, ports[d]["metrics"])).get(LEADER_METRIC) for d in names}
-        return values == {leader: 0.0, standby: 1.0}
+        return values == {successor: 1.0, other: 0.0}
 
-    await eventually(gauges_swapped, timeout=30)
+    await eventually(gauges_follow, timeout=30)
     # kubelet ran both exec probes of both pods, and they passed (the liveness probe every 10 s).
     for n in names.values():
         counts = await asyncio.to_thread(probes_run, cp, real_node, n)
@@ -763,14 +772,13 @@ async def test_draxr_pods_elect_schedule_and_fail_over(
 
     # 7. The logs say the same, and nothing was refused: the ServiceAccount's RBAC carried both.
     first = await logs(cp, names[leader], "--previous")  # the killed container's
-    restarted_log = await logs(cp, names[leader])
-    successor = await logs(cp, names[standby])
+    current = {d: await logs(cp, names[d]) for d in names}  # the restarted container's, the standby's
     assert "became leader" in first
-    assert "became leader" not in restarted_log
-    assert "became leader" in successor
-    for text in (first, restarted_log, successor):
+    assert {d: "became leader" in text for d, text in current.items()} == {successor: True, other: False}
+    for text in (first, *current.values()):
         assert not [r for r in REFUSALS if r in text.lower()], text[-4000:]
     log(
         f"{installed.how}: both pods Ready {ready_s:.1f}s after the install; leader {leader_name}; "
-        f"standby {names[standby]} took the Lease {takeover_s:.1f}s after the kill; total {time.monotonic() - t0:.1f}s"
+        f"{'the standby' if successor == standby else 'its restarted container'} {names[successor]} took the Lease "
+        f"{takeover_s:.1f}s after the kill; total {time.monotonic() - t0:.1f}s"
     )
