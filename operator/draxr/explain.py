@@ -1,5 +1,5 @@
-"""`draxr explain POD` (and `kubectl draxr explain`): why a pod is pending (per node, in
-kube-scheduler's words, the volume plugins' reasons included: claims missing or unbound, PV node
+"""`draxr explain POD` (and `kubectl draxr explain`): why a pod is pending (per node, the diagnosis
+of one scheduling cycle in kube-scheduler's words, the volume plugins' reasons included: claims missing or unbound, PV node
 affinity, ...), or what it got (node, claim, devices, request mappings). Read-only: one list of
 each kind, the same core as the operator, nothing assumed or written.
 
@@ -45,35 +45,30 @@ def _taint(taint: Mapping[str, Any]) -> str:
 
 
 def pending_report(state: ClusterState, uid: str) -> Report:
-    """Try the pod on each node alone, so that every node gets its own reasons."""
+    """One scheduling cycle, as the operator runs it, and its diagnosis: every node's status."""
     pod = state.pods[uid]
     report: Report = {"pod": pod.key, "bound": False, "scheduler": pod.scheduler_name}
     overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True, binds_claims=True)
     if isinstance(overall, Decision):
         report["wouldChoose"] = overall.node
-    else:
-        report["message"] = overall.message
-        report["unresolvable"] = overall.unresolvable
-        if overall.unresolvable:
-            return report
+        devices = [r["device"] for r in (overall.allocation or {}).get("devices", {}).get("results", [])]
+        report["nodes"] = [{"node": overall.node, "fits": True, "devices": devices}]
+        return report
+    report["message"] = overall.message
+    report["unresolvable"] = overall.unresolvable
     nodes: list[Report] = []
-    all_nodes = state.nodes
-    try:
-        for name in sorted(all_nodes):
-            state.nodes = {name: all_nodes[name]}
-            result = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True, binds_claims=True)
-            if isinstance(result, Decision):
-                devices = [r["device"] for r in (result.allocation or {}).get("devices", {}).get("results", [])]
-                nodes.append({"node": name, "fits": True, "devices": devices})
-                continue
-            entry: Report = {"node": name, "fits": False, "reasons": list(result.reasons) or [result.message]}
-            node = all_nodes[name]
-            taint = pod.view.untolerated(node.taints) if node.taints else None
-            if taint is not None:  # 1.37's wording leaves the taint out; an admin wants it
-                entry["untoleratedTaint"] = _taint(taint)
-            nodes.append(entry)
-    finally:
-        state.nodes = all_nodes
+    for name in sorted(state.nodes):
+        status = overall.status_of(name)
+        if status is None:
+            continue  # the attempt ended before the nodes (the message says why)
+        entry: Report = {"node": name, "fits": False, "reasons": list(status.reasons), "code": str(status.code)}
+        if status.plugin:
+            entry["plugin"] = status.plugin
+        node = state.nodes[name]
+        taint = pod.view.untolerated(node.taints) if node.taints else None
+        if taint is not None:  # 1.37's wording leaves the taint out; an admin wants it
+            entry["untoleratedTaint"] = _taint(taint)
+        nodes.append(entry)
     report["nodes"] = nodes
     return report
 

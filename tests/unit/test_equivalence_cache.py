@@ -131,7 +131,7 @@ class _World:
 
     def compare(self, shape: int, start: int, scoring: Scoring) -> tuple[str, Decision | Unschedulable]:
         """Schedules a new pod of ``shape`` with and without the cache (and again, now from the
-        cache's own entries), then on each node alone as draxr explain tries them: there the
+        cache's own entries), then on each node alone: there the
         node's own verdict decides, so that a stale entry shows even where it would not change the
         choice among all nodes. Returns the pod's uid and the decision; nothing is assumed."""
         p = _pod(self.pods, shape)

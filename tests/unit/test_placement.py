@@ -386,6 +386,46 @@ def test_summary_sorted_like_fit_error() -> None:
     }
 
 
+def test_the_diagnosis_gives_each_node_its_plugin_code_and_reasons() -> None:
+    """Unschedulable.statuses is upstream's NodeToStatus: preemption reads the codes (only an
+    Unschedulable node may be helped by evicting pods), explain the reasons; the summary counts
+    exactly those reasons, with the equivalence cache on or off."""
+    s = cluster({"gpu": 1})
+    s.upsert_node(node("cordoned", unschedulable=True))
+    s.upsert_node(node("small", cpu="1"))
+    s.upsert_node(node("busy", cpu="4", pods="1"))
+    s.upsert_pod(bound("old", "busy", requests={"cpu": "3"}))
+    s.upsert_claim(plain_claim("held", alloc=allocation("gpu", "gpu-0")))
+    p = pod("web", requests={"cpu": "2"}, gpus=1)
+    r = rejected(run(s, p))
+    got = {name: (st.plugin, str(st.code), st.reasons) for name, st in r.statuses.items()}
+    assert got["cordoned"] == ("NodeUnschedulable", "UnschedulableAndUnresolvable", ("node(s) were unschedulable",))
+    assert got["small"] == ("NodeResourcesFit", "UnschedulableAndUnresolvable", ("Insufficient cpu",))
+    assert got["busy"] == ("NodeResourcesFit", "Unschedulable", ("Too many pods", "Insufficient cpu"))
+    assert got["gpu"][:2] == ("DynamicResources", "UnschedulableAndUnresolvable")
+    assert got["gpu"][2][0].startswith("cannot allocate all claims")
+    assert set(got) == set(s.nodes)
+    counted: dict[str, int] = {}
+    for st in r.statuses.values():
+        for reason in st.reasons:
+            counted[reason] = counted.get(reason, 0) + 1
+    assert counted == r.reasons
+    info = PodInfo.from_api(p, keep_object=True)
+    assert schedule(info, s, features=DEFAULT_FEATURES, equivalence=False) == r
+
+
+def test_a_prefilter_status_holds_for_every_node() -> None:
+    s = cluster({"n1": 1, "n2": 1})
+    p = pod("web", resourceClaims=[{"name": "x", "resourceClaimName": "gone"}])
+    info = s.upsert_pod(p)
+    r = rejected(schedule(info, s, features=DEFAULT_FEATURES, binds_claims=True))
+    assert r.statuses == {}
+    assert r.message == '0/2 nodes are available: could not find ResourceClaim "ns/gone".'
+    for name in ("n1", "n2"):
+        st = r.status_of(name)
+        assert st is not None and st.unresolvable and st.plugin == "DynamicResources"
+
+
 def test_no_nodes() -> None:
     r = rejected(run(cluster({}), pod("web")))
     assert r.message == "no nodes available to schedule pods"  # kube-scheduler ErrNoNodesAvailable

@@ -125,9 +125,7 @@ def run(s: StorageState, p: JSON, node: Node = NODE_A) -> v.VolumeVerdict:
 
 def test_missing_claim_is_volume_restrictions_not_found() -> None:
     cycle = v.prefilter(pod(claim_vol("gone")), storage(), NODES)
-    assert cycle.rejected == v.Rejection(
-        "VolumeRestrictions", v.UNRESOLVABLE, ('persistentvolumeclaim "gone" not found',)
-    )
+    assert cycle.rejected == v.Status(v.UNRESOLVABLE, "VolumeRestrictions", ('persistentvolumeclaim "gone" not found',))
 
 
 def test_generic_ephemeral_claim_must_exist_and_be_owned_by_the_pod() -> None:
@@ -148,8 +146,8 @@ def test_generic_ephemeral_claim_must_exist_and_be_owned_by_the_pod() -> None:
 def test_unbound_immediate_claims_deleting_and_lost() -> None:
     s = storage(sc("standard", "Immediate"), pvc("data", cls="standard"))
     cycle = v.prefilter(pod(claim_vol("data")), s, NODES)
-    assert cycle.rejected == v.Rejection(
-        "VolumeBinding", v.UNRESOLVABLE, ("pod has unbound immediate PersistentVolumeClaims",)
+    assert cycle.rejected == v.Status(
+        v.UNRESOLVABLE, "VolumeBinding", ("pod has unbound immediate PersistentVolumeClaims",)
     )
     # A claim of a class that does not exist is an immediate one too; so is a user's pre-binding.
     s = storage(pvc("data", cls="nowhere"))
@@ -168,7 +166,7 @@ def test_unbound_immediate_claims_deleting_and_lost() -> None:
 def test_volume_zone_prefilter_rejects_a_bound_claim_without_its_pv() -> None:
     s = storage(sc("fast"), pvc("data", bound_to="pv-x"))
     cycle = v.prefilter(pod(claim_vol("data")), s, NODES)
-    assert cycle.rejected == v.Rejection("VolumeZone", v.UNRESOLVABLE, ('persistentvolume "pv-x" not found',))
+    assert cycle.rejected == v.Status(v.UNRESOLVABLE, "VolumeZone", ('persistentvolume "pv-x" not found',))
 
 
 # --------------------------------------------------------------------------- Filter
@@ -179,7 +177,7 @@ def test_bound_pv_node_affinity() -> None:
     s.upsert_pvc(pvc("data", bound_to="pv-1"))
     p = pod(claim_vol("data"))
     assert run(s, p, NODE_A).rejection is None
-    assert run(s, p, NODE_B).rejection == v.Rejection("VolumeBinding", v.UNRESOLVABLE, (v.ERR_NODE_CONFLICT,))
+    assert run(s, p, NODE_B).rejection == v.Status(v.UNRESOLVABLE, "VolumeBinding", (v.ERR_NODE_CONFLICT,))
 
 
 def test_wait_for_first_consumer_static_binding_and_provisioning() -> None:
@@ -192,14 +190,14 @@ def test_wait_for_first_consumer_static_binding_and_provisioning() -> None:
     # No provisioner: the claim must find a PV, and on node b none fits a 30Gi claim.
     s = storage(sc("local", provisioner="kubernetes.io/no-provisioner"), pv("pv-1", "10Gi", "local"))
     s.upsert_pvc(pvc("data", "30Gi", "local"))
-    assert run(s, p, NODE_B).rejection == v.Rejection("VolumeBinding", v.UNRESOLVABLE, (v.ERR_BIND_CONFLICT,))
+    assert run(s, p, NODE_B).rejection == v.Status(v.UNRESOLVABLE, "VolumeBinding", (v.ERR_BIND_CONFLICT,))
     # A provisioner: provisioned instead, unless allowedTopologies exclude the node.
     topo = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["zone-a"]}]}]
     s = storage(sc("fast", allowedTopologies=topo), pvc("data", "30Gi"))
     decision = run(s, p, NODE_A).decision
     assert decision is not None
     assert [c.name for c, _ in decision.provisions] == ["data"]
-    assert run(s, p, NODE_B).rejection == v.Rejection("VolumeBinding", v.UNRESOLVABLE, (v.ERR_BIND_CONFLICT,))
+    assert run(s, p, NODE_B).rejection == v.Status(v.UNRESOLVABLE, "VolumeBinding", (v.ERR_BIND_CONFLICT,))
 
 
 def test_storage_capacity_tracking() -> None:
@@ -220,7 +218,7 @@ def test_storage_capacity_tracking() -> None:
     assert claim.name == "data"
     assert capacity is not None
     assert capacity.name == "cap-a"
-    assert run(s, p, NODE_B).rejection == v.Rejection("VolumeBinding", v.UNRESOLVABLE, (v.ERR_NOT_ENOUGH_SPACE,))
+    assert run(s, p, NODE_B).rejection == v.Status(v.UNRESOLVABLE, "VolumeBinding", (v.ERR_NOT_ENOUGH_SPACE,))
     # Score: 30Gi of 100Gi used -> 100 - 30.
     assert v.score_nodes(v.prefilter(p, s, NODES), {"a": verdict.decision}) == {"a": 70}
 
@@ -239,7 +237,7 @@ def test_volume_zone_and_the_beta_labels() -> None:
     s = storage(sc("fast"), zoned, pvc("data", bound_to="pv-1"))
     p = pod(claim_vol("data"))
     assert run(s, p, NODE_A).rejection is None  # beta key on the PV, GA label on the node
-    assert run(s, p, NODE_B).rejection == v.Rejection("VolumeZone", v.UNRESOLVABLE, (v.ERR_ZONE_CONFLICT,))
+    assert run(s, p, NODE_B).rejection == v.Status(v.UNRESOLVABLE, "VolumeZone", (v.ERR_ZONE_CONFLICT,))
     assert run(s, p, Node("c", {"kubernetes.io/hostname": "c"})).rejection is None  # no topology label at all
 
 
@@ -250,7 +248,7 @@ def test_read_write_once_pod_conflict_counts_pods_on_known_nodes() -> None:
     p = pod(claim_vol("data"))
     assert run(s, p).rejection is None
     s.upsert_pod(pod(claim_vol("data"), name="other", node="b", uid="uid-other"))
-    assert run(s, p).rejection == v.Rejection("VolumeRestrictions", v.UNSCHEDULABLE, (v.ERR_RWOP_CONFLICT,))
+    assert run(s, p).rejection == v.Status(v.UNSCHEDULABLE, "VolumeRestrictions", (v.ERR_RWOP_CONFLICT,))
 
 
 def test_disk_conflict() -> None:
@@ -259,7 +257,7 @@ def test_disk_conflict() -> None:
     s.upsert_pod(pod(disk, name="other", node="a", uid="uid-other"))
     assert run(s, pod(disk)).rejection is None  # both read-only
     rw = {"name": "d", "gcePersistentDisk": {"pdName": "disk-0"}}
-    assert run(s, pod(rw)).rejection == v.Rejection("VolumeRestrictions", v.UNSCHEDULABLE, (v.ERR_DISK_CONFLICT,))
+    assert run(s, pod(rw)).rejection == v.Status(v.UNSCHEDULABLE, "VolumeRestrictions", (v.ERR_DISK_CONFLICT,))
     assert run(s, pod(rw), NODE_B).rejection is None
 
 
@@ -277,7 +275,7 @@ def test_csi_volume_limits() -> None:
             "spec": {"attacher": "csi.example.com", "nodeName": "a", "source": {"persistentVolumeName": "pv-att"}},
         }
     )
-    assert run(s, p).rejection == v.Rejection("NodeVolumeLimits", v.UNSCHEDULABLE, (v.ERR_MAX_VOLUME_COUNT,))
+    assert run(s, p).rejection == v.Status(v.UNSCHEDULABLE, "NodeVolumeLimits", (v.ERR_MAX_VOLUME_COUNT,))
 
 
 # --------------------------------------------------------------------------- assume / forget
@@ -320,8 +318,8 @@ def test_assumed_provisioning_selects_the_node() -> None:
     assert decision is not None
     assert decision.provisions
     s.assume(decision, "a")
-    assert run(s, pod(claim_vol("data")), NODE_B).rejection == v.Rejection(
-        "VolumeBinding", v.UNRESOLVABLE, (v.ERR_BIND_CONFLICT,)
+    assert run(s, pod(claim_vol("data")), NODE_B).rejection == v.Status(
+        v.UNRESOLVABLE, "VolumeBinding", (v.ERR_BIND_CONFLICT,)
     )
     s.forget(decision)
     assert run(s, pod(claim_vol("data")), NODE_B).rejection is None

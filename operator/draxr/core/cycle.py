@@ -45,6 +45,7 @@ from draxr.core.spread import (
     system_default_constraints,
 )
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, PodInfo
+from draxr.core.status import Status, rejected
 
 
 def node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
@@ -123,17 +124,16 @@ class PodCycle:
         """Whether a filter here can reject a node (else only the cheap filters look at nodes)."""
         return self.spread is not None or self.affinity is not None
 
-    def filter(self, node: NodeInfo) -> tuple[str, str, bool] | None:
-        """(plugin, reason, unresolvable) of the first of these filters the node fails, in
-        upstream's order; unresolvable: the status is UnschedulableAndUnresolvable."""
+    def filter(self, node: NodeInfo) -> Status | None:
+        """The status of the first of these filters the node fails, in upstream's order."""
         if self.spread is not None:
             reason = self.spread.filter(node.labels, self.view.labels)
             if reason is not None:
-                return "PodTopologySpread", reason, reason == REASON_MISSING_LABEL
+                return rejected("PodTopologySpread", (reason,), reason == REASON_MISSING_LABEL)
         if self.affinity is not None:
             reason = self.affinity.filter(node.labels)
             if reason is not None:
-                return "InterPodAffinity", reason, reason == REASON_AFFINITY
+                return rejected("InterPodAffinity", (reason,), reason == REASON_AFFINITY)
         return None
 
 

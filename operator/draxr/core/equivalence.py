@@ -102,10 +102,11 @@ class Aligned(Generic[N, V]):
         results: list[V] = list(compress(self.results[start:end], chosen))  # type: ignore[arg-type]
         return end, nodes, results
 
-    def rejected(self, start: int, end: int) -> list[V]:
-        """The results in [start, end) that do not pass."""
+    def rejected(self, start: int, end: int) -> list[tuple[N, V]]:
+        """The nodes and results in [start, end) that do not pass."""
         failing = self.passing[start:end].translate(_FLIP)
-        return list(compress(self.results[start:end], failing))  # type: ignore[arg-type]
+        pairs = zip(self.nodes[start:end], self.results[start:end], strict=True)
+        return list(compress(pairs, failing))  # type: ignore[arg-type]
 
 
 class EquivalenceTable(Generic[V]):

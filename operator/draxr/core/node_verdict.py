@@ -8,17 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from draxr.core.requests import NodeRequests
+from draxr.core.status import Status
 
 
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
-    """``counted``: the reasons the summary counts when a node-local filter rejects the node, ()
-    when it passes them; ``problem``: a mapping CR's selector that does not compile, which ends the
+    """``status``: the node-local filter that rejects the node (its reasons are what the summary
+    counts), None when it passes them; ``problem``: a mapping CR's selector that does not compile, which ends the
     pod's attempt. The rest only for a node that passes: the device-plugin/DRA split and the raw
     node-local scores (NodeResourcesFit with draxr's device scoring, BalancedAllocation, the
     untolerated PreferNoSchedule taints, preferred node affinity)."""
 
-    counted: tuple[str, ...] = ()
+    status: Status | None = None
     problem: str | None = None
     ext: NodeRequests | None = None
     fit: int = 0

@@ -21,7 +21,7 @@ from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepar
 from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.pod_claims import ClaimsCycle, ClaimsRejection, PodClaim
+from draxr.core.pod_claims import ClaimsCycle, PodClaim
 from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED, PodView
 from draxr.core.ranking import rank
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
@@ -34,6 +34,7 @@ from draxr.core.scores import (
     resource_fit_score,
 )
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.status import Status, error, rejected, unresolvable, unschedulable
 from draxr.core.storage import StorageState, VolumeDecision
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
@@ -111,6 +112,14 @@ class Unschedulable:
     unresolvable: bool = False
     fatal_kind: str | None = None
     until_inventory_changes: bool = False
+    # The diagnosis (upstream's NodeToStatus): each evaluated node's status, whose reasons are what
+    # ``reasons`` counts; ``every_node``: the PreFilter status that every node reports instead.
+    # Both empty when the attempt ended before the nodes (unsupported fields, an allocator error).
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+    every_node: Status | None = None
+
+    def status_of(self, node: str) -> Status | None:
+        return self.every_node if self.every_node is not None else self.statuses.get(node)
 
 
 def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
@@ -174,20 +183,10 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
     return max(_MIN_FEASIBLE_NODES, total * pct // 100)
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why a filter rejects a node, as kube-scheduler's framework reports it."""
-
-    plugin: str  # "" when PreFilter's node-name narrowing left the node out (upstream names none)
-    reasons: tuple[str, ...]
-    unresolvable: bool  # UnschedulableAndUnresolvable: no pod leaving the node would help
-    error: bool = False  # a plugin error (code Error), not a rejection: the attempt fails
-
-
 Prefiltered = tuple[PodCycle, volumes.VolumeCycle | None, ClaimsCycle | None]
 
 
-def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | ClaimsRejection | None:
+def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | Status | None:
     """DynamicResources' PreFilter for the pod's own claims (core.pod_claims); None without any."""
     claims_input = pod.view.claims_input
     if claims_input is None:
@@ -200,7 +199,7 @@ def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | ClaimsR
     )
 
 
-def prefilter(pod: PodInfo, state: ClusterState) -> Prefiltered | Rejection:
+def prefilter(pod: PodInfo, state: ClusterState) -> Prefiltered | Status:
     """The PreFilters in the default profile's order (NodeName and NodeAffinity's node names,
     the volume plugins, PodTopologySpread and InterPodAffinity, DynamicResources for the pod's own
     claims): the cycle's states, or the rejection every node reports."""
@@ -208,19 +207,18 @@ def prefilter(pod: PodInfo, state: ClusterState) -> Prefiltered | Rejection:
     names = node_names(view)
     if names.rejected is not None:
         plugin = "NodeAffinity" if names.rejected == "pod affinity terms conflict" else ""
-        return Rejection(plugin, (names.rejected,), True)
+        return unresolvable(plugin, names.rejected)
     vcycle = None
     if pod.volumes:
         vcycle = volumes.prefilter(pod.raw, state.storage, state.nodes)
         if vcycle.rejected is not None:
-            rejected = vcycle.rejected
-            return Rejection(rejected.plugin, rejected.reasons, rejected.code != volumes.UNSCHEDULABLE)
+            return vcycle.rejected
     if view.invalid:
         plugin = "InterPodAffinity" if "parsing pod" in view.invalid else "PodTopologySpread"
-        return Rejection(plugin, (view.invalid,), True)
+        return unresolvable(plugin, view.invalid)
     ccycle = claims_prefilter(pod, state)
-    if isinstance(ccycle, ClaimsRejection):
-        return Rejection("DynamicResources", (ccycle.reason,), not ccycle.error, ccycle.error)
+    if isinstance(ccycle, Status):
+        return ccycle
     return prepare(pod, state), vcycle, ccycle
 
 
@@ -250,18 +248,16 @@ class NodeFilter:
         view = cycle.view
         self.filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
 
-    def before_fit(self, node: NodeInfo, usage: NodeUsage) -> Rejection | None:
+    def before_fit(self, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if self.narrowed is not None and node.name not in self.narrowed:
-            return Rejection("", (self.cycle.names.absent_reason,), True)
+            return unresolvable("", self.cycle.names.absent_reason)
         if node.unschedulable or node.taints or self.filtered:
-            rejected = cheap_filter(self.pod, self.view, node, usage)
-            if rejected is not None:
-                return Rejection(rejected[0], (rejected[1],), rejected[0] != "NodePorts")
+            return cheap_filter(self.pod, self.view, node, usage)
         return None
 
     def from_fit(
         self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
-    ) -> Rejection | None:
+    ) -> Status | None:
         """``dra_names``: the requested names DRA serves on this node (the allocator checks them);
         ``dra_reasons``: why the split itself rejects the node (an unserved extended resource)."""
         rejection = self.fit(node, usage, dra_names, dra_reasons)
@@ -269,12 +265,12 @@ class NodeFilter:
 
     def fit(
         self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
-    ) -> Rejection | None:
+    ) -> Status | None:
         """NodeResourcesFit (see from_fit): the last filter that reads only the node and its usage."""
         fit = insufficient(self.checked, node, usage, dra_names)
         if fit or dra_reasons:
-            unresolvable = fit_unresolvable(self.checked, node, dra_names)
-            return Rejection("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), unresolvable)
+            hopeless = fit_unresolvable(self.checked, node, dra_names)
+            return rejected("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), hopeless)
         return None
 
     @property
@@ -282,18 +278,15 @@ class NodeFilter:
         """Whether beyond_node can reject a node (never cached: it reads other pods or volumes)."""
         return self.volumes is not None or self.cycle.filters_pods
 
-    def beyond_node(self, node: NodeInfo) -> Rejection | None:
+    def beyond_node(self, node: NodeInfo) -> Status | None:
         """The filters after NodeResourcesFit: the volume plugins, PodTopologySpread, InterPodAffinity."""
         if self.volumes is not None:
             verdict = volumes.filter_node(self.volumes, self.storage, node)
             if verdict.rejection is not None:
-                rejected = verdict.rejection
-                return Rejection(rejected.plugin, rejected.reasons, rejected.code != volumes.UNSCHEDULABLE)
+                return verdict.rejection
             self.decisions[node.name] = verdict.decision
         if self.cycle.filters_pods:
-            other = self.cycle.filter(node)
-            if other is not None:
-                return Rejection(other[0], (other[1],), other[2])
+            return self.cycle.filter(node)
         return None
 
     def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int] | None:
@@ -303,7 +296,8 @@ class NodeFilter:
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
-CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
+CANNOT_ALLOCATE = "cannot allocate all claims"
+DRA = pod_claims.PLUGIN  # upstream's reason when the allocator finds no fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,12 +306,21 @@ class DraFit:
     reason for the summary; ``fatal``: the allocator's error, which ends the pod's attempt), or the
     special claim's chosen requests and allocation plus what to write to the pod's own claims."""
 
-    rejection: Rejection | None
+    rejection: Status | None
     detail: str = ""
     fatal: AllocationFatalError | None = None
     option: NodeRequests | None = None
     special: Mapping[str, Any] | None = None
     claims: tuple[ClaimDecision, ...] = ()
+
+    @property
+    def counted(self) -> Status:
+        """The rejection as the diagnosis keeps it: draxr's more telling reason in upstream's
+        status (the summary counts it)."""
+        assert self.rejection is not None
+        if not self.detail or self.rejection.reasons == (self.detail,):
+            return self.rejection
+        return Status(self.rejection.code, self.rejection.plugin, (self.detail,))
 
 
 class DynamicResources:
@@ -346,7 +349,7 @@ class DynamicResources:
         return ccycle is not None and bool(ccycle.selectors) and pod_claims.unavailable_on(ccycle, node.raw)
 
     def _reject(self, reason: str, detail: str = "") -> DraFit:
-        return DraFit(Rejection("DynamicResources", (reason,), True), detail or reason)
+        return DraFit(unresolvable(DRA, reason), detail or reason)
 
     def filter(self, node: NodeInfo, options: Sequence[NodeRequests]) -> DraFit:
         """``options``: the special claim's requests on this node, the first preferred (mapping
@@ -355,7 +358,7 @@ class DynamicResources:
         try:
             unavailable = self.unavailable(node)
         except NodeSelectorError as e:  # validated by prefilter; kept as upstream's error
-            return DraFit(Rejection("DynamicResources", (str(e),), False, True), str(e))
+            return DraFit(error(DRA, str(e)), str(e))
         if not user and not any(o.needs_claim for o in options):
             if unavailable:
                 return self._reject(pod_claims.NOT_AVAILABLE)
@@ -383,7 +386,7 @@ class DynamicResources:
             try:
                 outcome = self.allocator.allocate(node.raw, claims)
             except AllocationFatalError as err:
-                return DraFit(Rejection("DynamicResources", (str(err),), False, True), str(err), fatal=err)
+                return DraFit(error(DRA, str(err)), str(err), fatal=err)
             if isinstance(outcome, NoFit):
                 reason, detail = CANNOT_ALLOCATE, outcome.reason
                 continue
@@ -457,20 +460,8 @@ def schedule(
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
     prefiltered = prefilter(pod, state)
-    if isinstance(prefiltered, Rejection):
-        if prefiltered.plugin in ("InterPodAffinity", "PodTopologySpread"):  # the pod itself is invalid
-            return Unschedulable(prefiltered.reasons[0], unresolvable=True)
-        if prefiltered.error:  # upstream fails the attempt (and retries with backoff)
-            return Unschedulable(prefiltered.reasons[0])
-        message = f"0/{len(state.nodes)} nodes are available: {prefiltered.reasons[0]}."
-        if prefiltered.plugin == "DynamicResources":
-            # The claim, its template's claim or a class may appear: claim, pod or class events.
-            missing_class = "device class" in prefiltered.reasons[0]
-            return Unschedulable(message, until_inventory_changes=missing_class)
-        # A volume plugin's PreFilter (a claim missing, unbound immediate claims, ...): storage
-        # events may heal it, as VolumeBinding's queueing hints requeue on PV/PVC/class events.
-        by_storage = prefiltered.plugin in volumes.PLUGINS
-        return Unschedulable(message, unresolvable=prefiltered.unresolvable, until_inventory_changes=by_storage)
+    if isinstance(prefiltered, Status):
+        return _prefilter_failed(prefiltered, len(state.nodes))
     cycle, vcycle, ccycle = prefiltered
 
     prepared = prepare_pod(view, state.mapping)
@@ -500,7 +491,7 @@ def schedule(
         else:
             aligned.sync(state)
 
-    reasons: Counter[str] = Counter()
+    statuses: dict[str, Status] = {}  # the diagnosis: each rejected node's status
     dra = DynamicResources(pod, state, features, ccycle)
     evaluated = 0
     while evaluated < total:
@@ -538,14 +529,13 @@ def schedule(
             if found.ext is None:  # rejected, or a broken mapping CR
                 if found.problem is not None:
                     return Unschedulable(found.problem, unresolvable=True, until_inventory_changes=True)
-                for r in found.counted:
-                    reasons[r] += 1
+                assert found.status is not None
+                statuses[name] = found.status
                 continue
             if beyond_node:
                 rejection = filters.beyond_node(node)
                 if rejection is not None:
-                    for r in rejection.reasons:
-                        reasons[r] += 1
+                    statuses[name] = rejection
                     continue
             verdict: DraFit | None = None
             if ccycle is not None:
@@ -555,7 +545,7 @@ def schedule(
                 if verdict.fatal is not None:
                     return _fatal(verdict.fatal)
                 if verdict.rejection is not None:
-                    reasons[verdict.detail or verdict.rejection.reasons[0]] += 1
+                    statuses[name] = verdict.counted
                     continue
             feasible.append(node)
             verdicts.append(found)
@@ -583,7 +573,7 @@ def schedule(
                 if verdict.fatal is not None:
                     return _fatal(verdict.fatal)
                 if verdict.rejection is not None:
-                    reasons[verdict.detail or verdict.rejection.reasons[0]] += 1
+                    statuses[node.name] = verdict.counted
                     continue
             if verdict is not None:
                 allocation, claims = verdict.special, verdict.claims
@@ -601,10 +591,13 @@ def schedule(
             )
     if aligned is not None:
         for at, end in runs:
-            for rejected in aligned.rejected(at, end):
-                for r in rejected.counted:
-                    reasons[r] += 1
-    return Unschedulable(_summary(total, reasons), dict(reasons))
+            for rejected_node, rejected_verdict in aligned.rejected(at, end):
+                assert rejected_verdict.status is not None
+                statuses[rejected_node.name] = rejected_verdict.status
+    reasons: Counter[str] = Counter()
+    for status in statuses.values():
+        reasons.update(status.reasons)
+    return Unschedulable(_summary(total, reasons), dict(reasons), statuses=statuses)
 
 
 def node_local_key(pod: PodInfo) -> Hashable:
@@ -680,7 +673,7 @@ class _NodeLocal:
     def verdict(self, node: NodeInfo, usage: NodeUsage) -> NodeVerdict:
         rejection = self.filters.before_fit(node, usage)
         if rejection is not None:
-            return NodeVerdict((rejection.reasons[0],))
+            return NodeVerdict(rejection)
         prepared = self.prepared
         unmapped = prepared.unmapped_on(node.raw) if self.restricted else _NONE
         key = (self.candidates & node.device_plugin_names, unmapped)
@@ -693,7 +686,7 @@ class _NodeLocal:
             return NodeVerdict(problem=problem)
         rejection = self.filters.fit(node, usage, ext.dra, ext.reasons)
         if rejection is not None:
-            return NodeVerdict(rejection.reasons)
+            return NodeVerdict(rejection)
         fit = _fit_score(self.cpu, self.memory, node, usage, self.least)
         if self.device_scoring is not None and (ext.dra_requests or ext.device_plugin):
             fit = round(_with_devices(fit, self.state, node, usage, ext, self.device_scoring))
@@ -704,7 +697,7 @@ class _NodeLocal:
             balanced = balanced_allocation_score(used, self.actual, alloc)
         taint = intolerable_prefer_no_schedule(node.taints, self.tolerations) if node.taints else 0
         affinity = node_affinity_score(self.preferred, node.raw) if self.preferred is not None else 0
-        return NodeVerdict((), None, ext, fit, balanced, taint, affinity)
+        return NodeVerdict(None, None, ext, fit, balanced, taint, affinity)
 
 
 _NONE: frozenset[str] = frozenset()
@@ -733,6 +726,25 @@ def _reference_ranking(
         order,
         totals,
         lambda i: {plugin: per_node.get(nodes[i].name, 0) for plugin, per_node in scores.items()},
+    )
+
+
+def _prefilter_failed(status: Status, total: int) -> Unschedulable:
+    reason = status.first
+    if status.plugin in ("InterPodAffinity", "PodTopologySpread"):  # the pod itself is invalid
+        return Unschedulable(reason, unresolvable=True)
+    if status.error:  # upstream fails the attempt (and retries with backoff)
+        return Unschedulable(reason)
+    message = f"0/{total} nodes are available: {reason}."
+    if status.plugin == DRA:
+        # The claim, its template's claim or a class may appear: claim, pod or class events.
+        missing_class = "device class" in reason
+        return Unschedulable(message, until_inventory_changes=missing_class, every_node=status)
+    # A volume plugin's PreFilter (a claim missing, unbound immediate claims, ...): storage
+    # events may heal it, as VolumeBinding's queueing hints requeue on PV/PVC/class events.
+    by_storage = status.plugin in volumes.PLUGINS
+    return Unschedulable(
+        message, unresolvable=status.unresolvable, until_inventory_changes=by_storage, every_node=status
     )
 
 
@@ -812,20 +824,25 @@ def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:
     return wanted
 
 
-def cheap_filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> tuple[str, str] | None:
-    """kube-scheduler's cheap filters in its order: (plugin, the reason in its words), or None."""
+_NODE_NAME = unresolvable("NodeName", "node(s) didn't match the requested node name")
+_UNSCHEDULABLE_NODE = unresolvable("NodeUnschedulable", "node(s) were unschedulable")
+_TAINTED = unresolvable("TaintToleration", "node(s) had untolerated taint(s)")  # 1.37's wording: no key
+_AFFINITY = unresolvable("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")
+_PORTS = unschedulable("NodePorts", "node(s) didn't have free ports for the requested pod ports")
+
+
+def cheap_filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> Status | None:
+    """kube-scheduler's cheap filters in its order, with their codes and words; None: all pass."""
     if view.node_name and view.node_name != node.name:
-        return "NodeName", "node(s) didn't match the requested node name"
+        return _NODE_NAME
     if node.unschedulable and not view.tolerates_unschedulable:
-        return "NodeUnschedulable", "node(s) were unschedulable"
-    if node.taints:
-        taint = view.untolerated(node.taints)
-        if taint is not None:
-            return "TaintToleration", "node(s) had untolerated taint(s)"  # 1.37's wording: no key
+        return _UNSCHEDULABLE_NODE
+    if node.taints and view.untolerated(node.taints) is not None:
+        return _TAINTED
     if not node_affinity_matches(view, node):
-        return "NodeAffinity", "node(s) didn't match Pod's node affinity/selector"
+        return _AFFINITY
     if pod.host_ports and _ports_conflict(pod, usage):
-        return "NodePorts", "node(s) didn't have free ports for the requested pod ports"
+        return _PORTS
     return None
 
 

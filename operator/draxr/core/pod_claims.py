@@ -10,7 +10,7 @@ the claim must exist, not be being deleted and, when made from a template, be co
 ``nodeSelector`` (Filter: "resourceclaim not available on the node"); an unallocated one must not be
 in the process of being allocated for another pod (an allocation assumed in flight under the claim's
 key, see ClusterState.assume_allocation) and its requests' DeviceClasses must exist. Every rejection
-is UnschedulableAndUnresolvable except the few upstream returns as errors (``error``).
+is UnschedulableAndUnresolvable except the few upstream returns as errors (code Error).
 
 In 1.37.2 ``resourceclaim.CanBeReserved`` is always true: a claim allocated for other pods is never
 "in use" here, whatever its ``reservedFor`` holds (upstream's PreBind then meets the API server's
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.status import Status, error, unresolvable
 
 __all__ = [
     "ClaimsCycle",
-    "ClaimsRejection",
     "PodClaim",
     "can_be_reserved",
     "claim_key",
@@ -80,10 +80,7 @@ class ClaimsCycle:
         return tuple(c.node_selector for c in self.claims if c.node_selector is not None)
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimsRejection:
-    reason: str
-    error: bool = False  # upstream returns an error status (code Error), not a rejection
+PLUGIN = "DynamicResources"
 
 
 def has_claims(pod: Mapping[str, Any]) -> bool:
@@ -128,7 +125,7 @@ def prefilter(
     claims: Callable[[str], Mapping[str, Any] | None],
     class_exists: Callable[[str], bool],
     in_flight: Callable[[str], bool],
-) -> ClaimsCycle | ClaimsRejection:
+) -> ClaimsCycle | Status:
     """DynamicResources' PreFilter for the pod's own claims. ``claims(key)``: the claim object (None
     when unknown); ``in_flight(key)``: another pod's allocation of that claim is assumed but not yet
     seen in the claim."""
@@ -138,20 +135,21 @@ def prefilter(
     for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
         got = _resolve(pod, entry)
         if isinstance(got, str):
-            return ClaimsRejection(got)
+            return unresolvable(PLUGIN, got)
         name, must_check_owner = got
         if name is None:
             continue  # valid: no claim was generated for this entry
         key = claim_key(ns, name)
         claim = claims(key)
         if claim is None:
-            return ClaimsRejection(f'could not find ResourceClaim "{key}"')
+            return unresolvable(PLUGIN, f'could not find ResourceClaim "{key}"')
         cmeta = claim.get("metadata") or {}
         if cmeta.get("deletionTimestamp"):
-            return ClaimsRejection(f'resourceclaim "{name}" is being deleted')
+            return unresolvable(PLUGIN, f'resourceclaim "{name}" is being deleted')
         if must_check_owner and not _controlled_by(claim, uid):
-            return ClaimsRejection(
-                f"ResourceClaim {ns}/{name} was not created for Pod {ns}/{meta.get('name', '')} (Pod is not owner)"
+            return unresolvable(
+                PLUGIN,
+                f"ResourceClaim {ns}/{name} was not created for Pod {ns}/{meta.get('name', '')} (Pod is not owner)",
             )
         allocation = (claim.get("status") or {}).get("allocation") or None
         resolved.append(
@@ -169,22 +167,22 @@ def prefilter(
     for pc in resolved:
         if pc.allocation is not None:
             if not can_be_reserved(pc.claim) and not pc.reserved:
-                return ClaimsRejection(IN_USE)
+                return unresolvable(PLUGIN, IN_USE)
             if pc.node_selector is not None:
                 try:  # nodeaffinity.NewNodeSelector: an invalid selector is an error
                     selector_matches(pc.node_selector, {"metadata": {"name": ""}})
                 except NodeSelectorError as e:
-                    return ClaimsRejection(str(e), error=True)
+                    return error(PLUGIN, str(e))
             continue
         if in_flight(pc.key):
-            return ClaimsRejection(f"resource claim {pc.key} is in the process of being allocated")
+            return unresolvable(PLUGIN, f"resource claim {pc.key} is in the process of being allocated")
         rejection = _validate_classes(pc, class_exists)
         if rejection is not None:
             return rejection
     return ClaimsCycle(tuple(resolved))
 
 
-def _validate_classes(pc: PodClaim, class_exists: Callable[[str], bool]) -> ClaimsRejection | None:
+def _validate_classes(pc: PodClaim, class_exists: Callable[[str], bool]) -> Status | None:
     requests: Sequence[Mapping[str, Any]] = ((pc.claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
     for request in requests:
         name = str(request.get("name") or "")
@@ -194,12 +192,12 @@ def _validate_classes(pc: PodClaim, class_exists: Callable[[str], bool]) -> Clai
             subs = request["firstAvailable"]
             checks = [(f"{name}/{s.get('name', '')}", str(s.get("deviceClassName") or "")) for s in subs]
         else:
-            return ClaimsRejection(f"resource claim {pc.key}, request {name}: unknown request type")
+            return unresolvable(PLUGIN, f"resource claim {pc.key}, request {name}: unknown request type")
         for qualified, class_name in checks:
             if not class_name:
-                return ClaimsRejection(f"request {qualified}: unsupported request type", error=True)
+                return error(PLUGIN, f"request {qualified}: unsupported request type")
             if not class_exists(class_name):
-                return ClaimsRejection(f"request {qualified}: device class {class_name} does not exist")
+                return unresolvable(PLUGIN, f"request {qualified}: device class {class_name} does not exist")
     return None
 
 

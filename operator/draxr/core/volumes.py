@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.labels import Selector
 from draxr.core.quantity import value
+from draxr.core.status import Code, Status
 from draxr.core.storage import (
     NO_PROVISIONER,
     CSINode,
@@ -60,7 +61,7 @@ __all__ = [
     "ERR_ZONE_CONFLICT",
     "PLUGINS",
     "BindingProgress",
-    "Rejection",
+    "Status",
     "VolumeCycle",
     "VolumeVerdict",
     "all_bound",
@@ -72,9 +73,9 @@ __all__ = [
 ]
 
 PLUGINS = frozenset({"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"})
-UNRESOLVABLE = "UnschedulableAndUnresolvable"
-UNSCHEDULABLE = "Unschedulable"
-ERROR = "Error"
+UNRESOLVABLE = Code.UNRESOLVABLE
+UNSCHEDULABLE = Code.UNSCHEDULABLE
+ERROR = Code.ERROR
 
 ERR_DISK_CONFLICT = "node(s) had no available disk"
 ERR_RWOP_CONFLICT = (
@@ -130,15 +131,8 @@ class NodeLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Rejection:
-    plugin: str
-    code: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class VolumeVerdict:
-    rejection: Rejection | None
+    rejection: Status | None
     decision: VolumeDecision | None  # VolumeBinding's, when its Filter ran and the node passed
 
 
@@ -153,7 +147,7 @@ class VolumeCycle:
     pod_name: str
     pod_uid: str
     volumes: tuple[Volume, ...]
-    rejected: Rejection | None = None
+    rejected: Status | None = None
     # VolumeRestrictions
     restrictions: bool = False
     disk_volumes: tuple[Volume, ...] = ()
@@ -173,8 +167,8 @@ def _not_found(resource: str, name: str) -> str:
     return f'{resource} "{name}" not found'
 
 
-def _reject(plugin: str, reason: str, code: str = UNRESOLVABLE) -> Rejection:
-    return Rejection(plugin, code, (reason,))
+def _reject(plugin: str, reason: str, code: Code = UNRESOLVABLE) -> Status:
+    return Status(code, plugin, (reason,))
 
 
 # --------------------------------------------------------------------------- PreFilter
@@ -250,7 +244,7 @@ def prefilter(pod: Mapping[str, Any], storage: StorageState, nodes: Container[st
             sc = storage.classes.get(pvc.class_name) if pvc.class_name else None
             if sc is not None and sc.binding_mode is None:
                 msg = f'VolumeBindingMode not set for StorageClass "{pvc.class_name}"'
-                return replace_rejected(base, Rejection("VolumeBinding", ERROR, (msg,)))
+                return replace_rejected(base, Status(ERROR, "VolumeBinding", (msg,)))
             if sc is not None and sc.binding_mode == "WaitForFirstConsumer" and not pvc.volume_name:
                 delay.append(pvc)
             else:
@@ -308,7 +302,7 @@ def prefilter(pod: Mapping[str, Any], storage: StorageState, nodes: Container[st
     )
 
 
-def replace_rejected(cycle: VolumeCycle, rejection: Rejection) -> VolumeCycle:
+def replace_rejected(cycle: VolumeCycle, rejection: Status) -> VolumeCycle:
     return VolumeCycle(cycle.namespace, cycle.pod_name, cycle.pod_uid, cycle.volumes, rejected=rejection)
 
 
@@ -430,7 +424,7 @@ def _attachable(
     volumes: Sequence[Volume],
     new_pod: bool,
     into: dict[str, str],
-) -> Rejection | None:
+) -> Status | None:
     """filterAttachableVolumes: unique volume name -> driver, for the volumes the limits count."""
     for v in volumes:
         if v.kind in _INLINE_PLUGIN:
@@ -439,14 +433,14 @@ def _attachable(
             handle = _inline_handle(v)
             if handle is None:
                 msg = f"converting volume({v.name}) from inline to csi: invalid AWS volume ID {v.disk!r}"
-                return Rejection("NodeVolumeLimits", ERROR, (msg,))
+                return Status(ERROR, "NodeVolumeLimits", (msg,))
             driver = _CSI_NAME[_INLINE_PLUGIN[v.kind]]
             into[f"{driver}/{handle}"] = driver
             continue
         if v.kind not in ("pvc", "ephemeral"):
             continue
         if not v.claim_name:
-            return Rejection("NodeVolumeLimits", ERROR, ("PersistentVolumeClaim had no name",))
+            return Status(ERROR, "NodeVolumeLimits", ("PersistentVolumeClaim had no name",))
         pvc = storage.pvc(namespace, v.claim_name)
         if pvc is None:
             if new_pod:
@@ -455,7 +449,7 @@ def _attachable(
             continue
         if v.kind == "ephemeral" and (pvc.namespace != namespace or pvc.controller_uid != pod_uid):
             msg = f"PVC {pvc.namespace}/{pvc.name} was not created for pod {namespace}/{pod_name} (pod is not owner)"
-            return Rejection("NodeVolumeLimits", ERROR, (msg,))
+            return Status(ERROR, "NodeVolumeLimits", (msg,))
         driver, handle = _driver_info(storage, csi_node, pvc)
         if not driver or not handle:
             continue
@@ -463,7 +457,7 @@ def _attachable(
     return None
 
 
-def _volume_limits(cycle: VolumeCycle, storage: StorageState, node: str) -> Rejection | None:
+def _volume_limits(cycle: VolumeCycle, storage: StorageState, node: str) -> Status | None:
     csi_node = storage.csi_nodes.get(node)
     new: dict[str, str] = {}
     failed = _attachable(storage, csi_node, cycle.namespace, cycle.pod_name, cycle.pod_uid, cycle.volumes, True, new)
@@ -486,7 +480,7 @@ def _volume_limits(cycle: VolumeCycle, storage: StorageState, node: str) -> Reje
             storage, csi_node, existing.namespace, existing.name, existing.uid, existing.volumes, False, attached
         )
         if err is not None:
-            return Rejection("NodeVolumeLimits", ERROR, err.reasons)
+            return Status(ERROR, "NodeVolumeLimits", err.reasons)
     counts: dict[str, int] = {}
     for unique, driver in attached.items():
         new.pop(unique, None)
@@ -610,14 +604,14 @@ def _enough_capacity(
 
 def find_pod_volumes(
     cycle: VolumeCycle, storage: StorageState, node: NodeLike
-) -> tuple[Rejection | None, VolumeDecision | None]:
+) -> tuple[Status | None, VolumeDecision | None]:
     """The binder's FindPodVolumes on one node, as VolumeBinding's Filter reports it."""
     bound_ok = pvs_found = unbound_ok = storage_ok = True
     static: list[tuple[PersistentVolumeClaim, PersistentVolume]] = []
     dynamic: list[tuple[PersistentVolumeClaim, StorageCapacity | None]] = []
     labels = node.labels
 
-    def verdict() -> tuple[Rejection | None, VolumeDecision | None]:
+    def verdict() -> tuple[Status | None, VolumeDecision | None]:
         reasons = []
         if not bound_ok:
             reasons.append(ERR_NODE_CONFLICT)
@@ -628,7 +622,7 @@ def find_pod_volumes(
         if not pvs_found:
             reasons.append(ERR_PV_NOT_EXIST)
         if reasons:
-            return Rejection("VolumeBinding", UNRESOLVABLE, tuple(reasons)), None
+            return Status(UNRESOLVABLE, "VolumeBinding", tuple(reasons)), None
         return None, VolumeDecision(tuple(static), tuple(dynamic))
 
     for pvc in cycle.bound_claims:
@@ -659,7 +653,7 @@ def find_pod_volumes(
                     pv = find_matching_volume(pvc, cycle.pvs_by_class.get(pvc.class_name, ()), labels, chosen)
                 except ValueError as e:
                     msg = f"error creating internal label selector for claim: {pvc.key}: {e}"
-                    return Rejection("VolumeBinding", ERROR, (msg,)), None
+                    return Status(ERROR, "VolumeBinding", (msg,)), None
                 if pv is None:
                     to_provision.append(pvc)
                     unbound_ok = False
@@ -672,7 +666,7 @@ def find_pod_volumes(
                 sc = storage.classes.get(pvc.class_name)
                 if sc is None:
                     msg = f'running "VolumeBinding" filter plugin: failed to find storage class "{pvc.class_name}"'
-                    return Rejection("VolumeBinding", ERROR, (msg,)), None
+                    return Status(ERROR, "VolumeBinding", (msg,)), None
                 if not sc.provisioner or sc.provisioner == NO_PROVISIONER:
                     unbound_ok = False
                     dynamic.clear()

@@ -22,7 +22,6 @@ from draxr.core.placement import (
     Decision,
     DynamicResources,
     NodeFilter,
-    Rejection,
     prefilter,
     schedule,
     special_claim_options,
@@ -30,9 +29,8 @@ from draxr.core.placement import (
 from draxr.core.requests import prepare_pod
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
+from draxr.core.status import Status
 from draxr_dev.scheduling.storage_case import build_storage
-
-_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # fwk.Code as String()
 
 _WORKLOAD_KINDS = {
     "services": "Service",
@@ -79,7 +77,7 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     names = [n["metadata"]["name"] for n in case.get("nodes") or ()]
     result: dict[str, Any] = {"name": case.get("name", "")}
     prefiltered = prefilter(pod, state)
-    if isinstance(prefiltered, Rejection):  # every node reports it
+    if isinstance(prefiltered, Status):  # every node reports it
         status = _status(prefiltered)
         result["filter"] = dict.fromkeys(names, status)
         result["scores"] = {}
@@ -119,9 +117,8 @@ def evaluate_case(case: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _status(rejection: Rejection) -> dict[str, Any]:
-    code = "Error" if rejection.error else _UNRESOLVABLE if rejection.unresolvable else "Unschedulable"
-    return {"plugin": rejection.plugin, "code": code, "reasons": list(rejection.reasons)}
+def _status(rejection: Status) -> dict[str, Any]:
+    return {"plugin": rejection.plugin, "code": str(rejection.code), "reasons": list(rejection.reasons)}
 
 
 def decide(pod: PodInfo, state: ClusterState) -> dict[str, Any]:
