@@ -43,6 +43,7 @@ from typing import Any
 
 from draxr import logs, metrics
 from draxr.core import claims as shape
+from draxr.core.claims import assumed_claim_key
 from draxr.core.placement import ClaimDecision, Decision
 from draxr.core.state import ClusterState, PodInfo, without_managed_fields
 from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
@@ -65,10 +66,6 @@ from draxr.loops import TooManyConflicts, retry_conflicts
 from draxr.releaser import drop_finalizer_and_delete
 
 log = logs.get("draxr.binder")
-
-
-def assumed_claim_key(pod_uid: str) -> str:
-    return f"<assumed>/{pod_uid}"
 
 
 class BindingFailed(Exception):

@@ -1,7 +1,8 @@
 """`draxr explain POD` (and `kubectl draxr explain`): why a pod is pending (per node, the diagnosis
-of one scheduling cycle in kube-scheduler's words, the volume plugins' reasons included: claims missing or unbound, PV node
-affinity, ...), or what it got (node, claim, devices, request mappings). Read-only: one list of
-each kind, the same core as the operator, nothing assumed or written.
+of one scheduling cycle in kube-scheduler's words, the volume plugins' reasons included: claims
+missing or unbound, PV node affinity, ...), or what it got (node, claim, devices, request
+mappings). Read-only: one list of each kind, the same core as the operator, nothing assumed or
+written.
 
 A report is plain data (for `-o json|yaml`); ``render`` turns it into the text lines."""
 

@@ -9,8 +9,9 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from draxr import logs, metrics
-from draxr.binder import Binder, BindingFailed, assumed_claim_key
+from draxr.binder import Binder, BindingFailed
 from draxr.core.allocator import DEFAULT_FEATURES, Features
+from draxr.core.claims import assumed_claim_key
 from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule

@@ -398,7 +398,7 @@ def test_the_diagnosis_gives_each_node_its_plugin_code_and_reasons() -> None:
     s.upsert_claim(plain_claim("held", alloc=allocation("gpu", "gpu-0")))
     p = pod("web", requests={"cpu": "2"}, gpus=1)
     r = rejected(run(s, p))
-    got = {name: (st.plugin, str(st.code), st.reasons) for name, st in r.statuses.items()}
+    got = {name: (status.plugin, str(status.code), status.reasons) for name, status in r.statuses.items()}
     assert got["cordoned"] == ("NodeUnschedulable", "UnschedulableAndUnresolvable", ("node(s) were unschedulable",))
     assert got["small"] == ("NodeResourcesFit", "UnschedulableAndUnresolvable", ("Insufficient cpu",))
     assert got["busy"] == ("NodeResourcesFit", "Unschedulable", ("Too many pods", "Insufficient cpu"))
@@ -406,8 +406,8 @@ def test_the_diagnosis_gives_each_node_its_plugin_code_and_reasons() -> None:
     assert got["gpu"][2][0].startswith("cannot allocate all claims")
     assert set(got) == set(s.nodes)
     counted: dict[str, int] = {}
-    for st in r.statuses.values():
-        for reason in st.reasons:
+    for status in r.statuses.values():
+        for reason in status.reasons:
             counted[reason] = counted.get(reason, 0) + 1
     assert counted == r.reasons
     info = PodInfo.from_api(p, keep_object=True)
@@ -422,8 +422,10 @@ def test_a_prefilter_status_holds_for_every_node() -> None:
     assert r.statuses == {}
     assert r.message == '0/2 nodes are available: could not find ResourceClaim "ns/gone".'
     for name in ("n1", "n2"):
-        st = r.status_of(name)
-        assert st is not None and st.unresolvable and st.plugin == "DynamicResources"
+        status = r.status_of(name)
+        assert status is not None
+        assert status.unresolvable
+        assert status.plugin == "DynamicResources"
 
 
 def test_no_nodes() -> None:

@@ -14,6 +14,16 @@ GENERATE_NAME_SUFFIX = "-extended-resources-"
 JSONDict = dict[str, Any]
 
 
+def assumed_claim_key(pod_uid: str) -> str:
+    """The allocation tracker's key of a pod's special claim decided but not yet written."""
+    return f"<assumed>/{pod_uid}"
+
+
+def held_claim_key(pod_uid: str) -> str:
+    """The tracker's key of the devices preemption freed and holds for a nominated pod."""
+    return f"<held>/{pod_uid}"
+
+
 def special_claim(pod: Mapping[str, Any], requests: Sequence[Mapping[str, Any]]) -> JSONDict:
     """The claim to create. Unlike kube-scheduler, the finalizer is set at create: one write fewer,
     and the object is never allocated without it."""

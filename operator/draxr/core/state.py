@@ -136,7 +136,13 @@ POD_INFO_FIELDS: _Mask = {
         "containers": _CONTAINER_FIELDS,
         "initContainers": _CONTAINER_FIELDS,
     },
-    "status": {"phase": None, "extendedResourceClaimStatus": {"resourceClaimName": None}},
+    "status": {
+        "phase": None,
+        "extendedResourceClaimStatus": {"resourceClaimName": None},
+        "startTime": None,
+        "nominatedNodeName": None,
+        "conditions": {"type": None, "status": None, "reason": None},
+    },
 }
 
 
@@ -233,6 +239,15 @@ def _node_images(node: Mapping[str, Any]) -> Mapping[str, int]:
 _NO_PORTS: frozenset[tuple[str, str, int]] = frozenset()
 
 
+def _preempted(status: Mapping[str, Any]) -> bool:
+    """Upstream podTerminatingByPreemption's condition part: the first DisruptionTarget condition
+    is True with reason PreemptionByScheduler."""
+    for c in status.get("conditions") or ():
+        if c.get("type") == "DisruptionTarget":
+            return bool(c.get("status") == "True" and c.get("reason") == "PreemptionByScheduler")
+    return False
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     name: str
@@ -295,6 +310,9 @@ class PodInfo:
     terms: PodTerms | None  # its inter-pod (anti-)affinity terms, None without any
     nonzero: tuple[int, int]  # (milli-cpu, memory) as scoring counts them, see nonzero_requests
     volumes: tuple[Volume, ...]  # the volumes a volume plugin looks at (claims, disks); () mostly
+    started: str = ""  # status.startTime (preemption's MoreImportantPod), "" when unset
+    nominated: str = ""  # status.nominatedNodeName of an unbound pod
+    preempted: bool = False  # being deleted with DisruptionTarget=True/PreemptionByScheduler
 
     @property
     def key(self) -> str:
@@ -358,6 +376,9 @@ class PodInfo:
             terms=_terms(pod),
             nonzero=_nonzero(pod),
             volumes=_volumes(pod),
+            started=sys.intern(status.get("startTime") or ""),
+            nominated=sys.intern(status.get("nominatedNodeName") or "") if not spec.get("nodeName") else "",
+            preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         )
 
 
@@ -376,6 +397,8 @@ class ClaimInfo:
     allocated: bool  # status.allocation is set
     reserved: bool  # status.reservedFor is not empty
     body: bytes
+    # status.reservedFor as (resource, uid): preemption frees a claim only when every consumer goes
+    consumers: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -400,6 +423,10 @@ class ClaimInfo:
             allocated=bool(status.get("allocation")),
             reserved=bool(status.get("reservedFor")),
             body=json_codec.dumps(claim),
+            consumers=tuple(
+                (sys.intern(str(r.get("resource") or "")), str(r.get("uid") or ""))
+                for r in status.get("reservedFor") or ()
+            ),
         )
 
 
@@ -522,6 +549,12 @@ class ClusterState:
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
+        # Preemption: the pods placed on each node (bound or assumed), and the unbound pods
+        # nominated to each node (status.nominatedNodeName), by uid.
+        self.placed: dict[str, set[str]] = {}
+        self.nominated: dict[str, set[str]] = {}
+        # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
+        self.reserved_claims: dict[str, set[str]] = {}
 
     # ---- storage (the volume plugins' objects) ------------------------------------------------------
     def storage_changed(self) -> None:
@@ -617,6 +650,8 @@ class ClusterState:
             if rv is not None and rv == old.resource_version and (old.obj is not None or not keep_object):
                 return old  # the same version again (a re-list): the same summary, no churn
         info = PodInfo.from_api(pod, keep_object=keep_object)
+        self._nominate(old, -1)
+        self._nominate(info, +1)
         self._account(old, -1)
         if info.node_name:
             self.assumed_nodes.pop(info.uid, None)  # the binding is visible: no longer an assumption
@@ -634,6 +669,7 @@ class ClusterState:
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         info = self.pods.pop(uid, None)
+        self._nominate(info, -1)
         self._account(info, -1)
         self.assumed_nodes.pop(uid, None)
         self._waiting_on_pods.discard(uid)
@@ -643,11 +679,38 @@ class ClusterState:
                 self.gone_pod_schedulers[uid] = info.scheduler_name
         return info
 
+    def _nominate(self, pod: PodInfo | None, sign: int) -> None:
+        """Index the pod's nomination; the node's filters count it (placement reads it per node)."""
+        if pod is None or not pod.nominated or not pod.schedulable:
+            return
+        on = self.nominated.setdefault(pod.nominated, set())
+        if sign > 0:
+            on.add(pod.uid)
+        else:
+            on.discard(pod.uid)
+            if not on:
+                del self.nominated[pod.nominated]
+        self.touch_node(pod.nominated)
+
+    def placed_pods(self, node: str) -> list[PodInfo]:
+        """The pods placed on ``node`` (bound or assumed, not finished)."""
+        return [self.pods[uid] for uid in self.placed.get(node, ())]
+
+    def nominated_pods(self, node: str) -> list[PodInfo]:
+        return [self.pods[uid] for uid in self.nominated.get(node, ())]
+
     def _account(self, pod: PodInfo | None, sign: int) -> None:
         if pod is None:
             return
         node = self._placed_on(pod)
         if node:
+            on = self.placed.setdefault(node, set())
+            if sign > 0:
+                on.add(pod.uid)
+            else:
+                on.discard(pod.uid)
+                if not on:
+                    del self.placed[node]
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
             self.touch_node(node)
             key = (pod.namespace, id(pod.labels), pod.deleting)
@@ -867,6 +930,8 @@ class ClusterState:
         if old is not None and rv is not None and rv == old.resource_version:
             return True  # the same version again (a re-list, or our own write's watch event)
         info = claim if isinstance(claim, ClaimInfo) else ClaimInfo.from_api(claim)
+        self._index_consumers(key, old, -1)
+        self._index_consumers(key, info, +1)
         self.claims[key] = info
         if info.allocated:
             self.tracker.set_claim(key, claim.object() if isinstance(claim, ClaimInfo) else claim)
@@ -881,6 +946,7 @@ class ClusterState:
     def remove_claim(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         claim = self.claims.pop(key, None)
+        self._index_consumers(key, claim, -1)
         self.tracker.remove_claim(key)
         if claim is not None:
             if claim.owner is not None:
@@ -890,6 +956,20 @@ class ClusterState:
                     self.special_claims.pop(claim.owner[1], None)
                     self.gone_pod_schedulers.pop(claim.owner[1], None)
             self.generation += 1
+
+    def _index_consumers(self, key: str, claim: ClaimInfo | None, sign: int) -> None:
+        if claim is None:
+            return
+        for resource, uid in claim.consumers:
+            if resource != "pods":
+                continue
+            keys = self.reserved_claims.setdefault(uid, set())
+            if sign > 0:
+                keys.add(key)
+            else:
+                keys.discard(key)
+                if not keys:
+                    del self.reserved_claims[uid]
 
     def special_claims_of(self, pod_uid: str) -> list[ClaimInfo]:
         return [self.claims[k] for k in sorted(self.special_claims.get(pod_uid, ())) if k in self.claims]

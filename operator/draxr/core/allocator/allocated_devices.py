@@ -18,7 +18,7 @@ in that short window).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -219,12 +219,68 @@ class AllocationTracker:
             )
         return self._snapshot
 
+    def snapshot_without(self, keys: Iterable[str]) -> AllocatedState:
+        """The allocated state as if the claims (committed or assumed) under ``keys`` had none:
+        preemption's dry run (upstream KEP-5690's RemovePod), views onto the tables like
+        ``snapshot`` and valid as long."""
+        dedicated: Counter[DeviceId] = Counter()
+        shared: Counter[SharedDeviceId] = Counter()
+        capacity: dict[DeviceId, dict[str, Decimal]] = {}
+        for key in dict.fromkeys(keys):
+            c = self._effective(key)
+            if c is None:
+                continue
+            dedicated.update(c.dedicated)
+            shared.update(c.shared)
+            for dev, consumed in c.capacity:
+                entry = capacity.setdefault(dev, {})
+                for name, q in consumed.items():
+                    entry[name] = entry.get(name, Decimal(0)) + q.value
+        if not (dedicated or shared or capacity):
+            return self.snapshot()
+        live = self.snapshot()
+        left_capacity = dict(live.aggregated_capacity)
+        for dev, minus in capacity.items():
+            entry = {n: v.value - minus.get(n, Decimal(0)) for n, v in live.aggregated_capacity.get(dev, {}).items()}
+            if all(v == 0 for v in entry.values()):
+                left_capacity.pop(dev, None)
+            else:
+                left_capacity[dev] = {
+                    n: Quantity(v, self._capacity_fmt.get((dev, n), "DecimalSI")) for n, v in entry.items()
+                }
+        shared_devices: Counter[DeviceId] = Counter(s[0] for s in shared)
+        return AllocatedState(
+            allocated_devices=_Less(self._dedicated, dedicated),
+            shared_device_ids=_Less(self._shared, shared),
+            aggregated_capacity=left_capacity,
+            revision=self._revision,
+            _shared_devices=_Less(self._shared_devices, shared_devices),
+        )
+
     def frozen_snapshot(self) -> AllocatedState:
         """A copy that later changes do not reach (tests, tools that keep it)."""
         live = self.snapshot()
         return AllocatedState.build(
             live.allocated_devices, live.shared_device_ids, live.aggregated_capacity, live.revision
         )
+
+
+class _Less(Set[Any]):
+    """The keys of ``base`` whose count stays above zero once ``minus`` is taken off: a view."""
+
+    __slots__ = ("base", "minus")
+
+    def __init__(self, base: Counter[Any], minus: Counter[Any]) -> None:
+        self.base, self.minus = base, minus
+
+    def __contains__(self, key: object) -> bool:
+        return self.base.get(key, 0) - self.minus.get(key, 0) > 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return (k for k in self.base if k in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def allocated_state_from_claims(
