@@ -16,7 +16,9 @@ from typing import Any
 
 from draxr.core import pod_claims, volumes
 from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
+from draxr.core.allocator.allocated_devices import AllocatedState
 from draxr.core.allocator.nodeselector import NodeSelectorError
+from draxr.core.claims import held_claim_key
 from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
 from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
@@ -330,17 +332,27 @@ class DynamicResources:
     serves some of the pod's extended resources by DRA). Claims allocated already are only
     reserved. The allocator is built once (one snapshot of the allocated devices per cycle)."""
 
-    __slots__ = ("_allocator", "ccycle", "features", "memo", "pod", "state")
+    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "pod", "state")
 
     def __init__(self, pod: PodInfo, state: ClusterState, features: Features, ccycle: ClaimsCycle | None) -> None:
         self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
         self._allocator: Allocator | None = None
+        self._allocated: AllocatedState | None = None
         self.memo = state.static_no_fit()
+
+    def use_allocated(self, allocated: AllocatedState) -> None:
+        """Allocate against ``allocated`` instead of the state's (preemption's dry run)."""
+        self._allocated, self._allocator = allocated, None
 
     @property
     def allocator(self) -> Allocator:
         if self._allocator is None:
-            self._allocator = Allocator(self.state.inventory, self.state.allocated(), self.features)
+            allocated = self._allocated
+            if allocated is None:
+                tracker, held = self.state.tracker, held_claim_key(self.pod.uid)
+                # The devices preemption holds for this pod are its own to take.
+                allocated = tracker.snapshot_without((held,)) if tracker.is_assumed(held) else tracker.snapshot()
+            self._allocator = Allocator(self.state.inventory, allocated, self.features)
         return self._allocator
 
     def unavailable(self, node: NodeInfo) -> bool:
@@ -478,7 +490,7 @@ def schedule(
         entries, shared = table.entries, table.shared
     local = _NodeLocal(pod, filters, prepared, state, scoring, device_scoring, shared)
     beyond_node = filters.reads_beyond_node
-    nodes, usages, stamps = state.nodes, state.usage, state.node_stamps
+    nodes, usages, stamps, nominated = state.nodes, state.usage, state.node_stamps, state.nominated
 
     # Runs of nodes whose cached verdicts still hold are taken whole (equivalence.Aligned) when
     # nothing but the node-local verdict decides phase 1 for the pod.
@@ -516,15 +528,19 @@ def schedule(
             node = nodes[name]
             found: NodeVerdict | None = None
             stamp = stamps.get(name)
-            if entries is not None and stamp is not None:
+            if entries is not None and stamp is not None and name not in nominated:
                 hit = entries.get(name)
                 if hit is not None and hit[0] == stamp:
                     found = hit[1]
-            if found is None:
+            if name in nominated:
+                # Nominated pods of higher or equal priority count on their node (upstream's
+                # RunFilterPluginsWithNominatedPods): never cached, nominations are short-lived.
+                found = local.verdict(node, _with_nominated(pod, state, name, usages.get(name) or EMPTY_USAGE))
+            elif found is None:
                 found = local.verdict(node, usages.get(name) or EMPTY_USAGE)
                 if entries is not None and stamp is not None:
                     entries[name] = (stamp, found)
-            if aligned is not None and stamp is not None:
+            if aligned is not None and stamp is not None and name not in nominated:
                 aligned.store(at, node, found, found.problem is None, found.ext is not None)
             if found.ext is None:  # rejected, or a broken mapping CR
                 if found.problem is not None:
@@ -746,6 +762,19 @@ def _prefilter_failed(status: Status, total: int) -> Unschedulable:
     return Unschedulable(
         message, unresolvable=status.unresolvable, until_inventory_changes=by_storage, every_node=status
     )
+
+
+def _with_nominated(pod: PodInfo, state: ClusterState, node: str, usage: NodeUsage) -> NodeUsage:
+    """The node's usage with the pods nominated to it of priority at least ``pod``'s."""
+    extra = [p for p in state.nominated_pods(node) if p.uid != pod.uid and p.priority >= pod.priority]
+    if not extra:
+        return usage
+    out = NodeUsage(
+        dict(usage.requested), usage.pods, dict(usage.host_ports), usage.nonzero_milli_cpu, usage.nonzero_memory
+    )
+    for p in extra:
+        out.apply(p, +1)
+    return out
 
 
 def _fatal(err: AllocationFatalError) -> Unschedulable:

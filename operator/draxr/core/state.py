@@ -550,9 +550,10 @@ class ClusterState:
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
         # Preemption: the pods placed on each node (bound or assumed), and the unbound pods
-        # nominated to each node (status.nominatedNodeName), by uid.
-        self.placed: dict[str, set[str]] = {}
-        self.nominated: dict[str, set[str]] = {}
+        # nominated to each node (status.nominatedNodeName), by uid in the order they came (the
+        # order upstream's NodeInfo lists them, which ties in preemption's victim order follow).
+        self.placed: dict[str, dict[str, None]] = {}
+        self.nominated: dict[str, dict[str, None]] = {}
         # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
         self.reserved_claims: dict[str, set[str]] = {}
 
@@ -683,11 +684,11 @@ class ClusterState:
         """Index the pod's nomination; the node's filters count it (placement reads it per node)."""
         if pod is None or not pod.nominated or not pod.schedulable:
             return
-        on = self.nominated.setdefault(pod.nominated, set())
+        on = self.nominated.setdefault(pod.nominated, {})
         if sign > 0:
-            on.add(pod.uid)
+            on[pod.uid] = None
         else:
-            on.discard(pod.uid)
+            on.pop(pod.uid, None)
             if not on:
                 del self.nominated[pod.nominated]
         self.touch_node(pod.nominated)
@@ -704,11 +705,11 @@ class ClusterState:
             return
         node = self._placed_on(pod)
         if node:
-            on = self.placed.setdefault(node, set())
+            on = self.placed.setdefault(node, {})
             if sign > 0:
-                on.add(pod.uid)
+                on[pod.uid] = None
             else:
-                on.discard(pod.uid)
+                on.pop(pod.uid, None)
                 if not on:
                     del self.placed[node]
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)

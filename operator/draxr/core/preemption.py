@@ -1,0 +1,354 @@
+"""Preemption (PostFilter), pure: kube-scheduler 1.37.2's DefaultPreemption, made DRA-aware.
+
+Ported from ``pkg/scheduler/framework/preemption/preemption.go`` (Evaluator.evaluate,
+findCandidates, DryRunPreemption, pickOneNodeForPreemption) and
+``plugins/defaultpreemption/default_preemption.go`` (PodEligibleToPreemptOthers,
+SelectVictimsOnNode, filterPodsWithPDBViolation, calculateNumCandidates):
+
+* only nodes whose status was ``Unschedulable`` are candidates (never UnschedulableAndUnresolvable);
+* on each, every lower-priority pod is removed and the filters run again (with the nominated pods
+  of higher or equal priority counted); if the pod fits, victims are reprieved one by one in
+  MoreImportantPod order, those whose PDB would be violated first;
+* at least max(10 % of the candidates, 100) candidates, from a random offset; the node chosen by
+  fewest PDB violations, lowest highest victim priority, lowest sum of priorities, fewest victims,
+  latest start of the highest-priority victims, then the first;
+* the message is upstream's, word for word (``preemption: ...``).
+
+Beyond upstream (which cannot preempt for DRA devices in 1.37: KEP-5690 is open):
+
+* a node where DynamicResources could not allocate (UnschedulableAndUnresolvable upstream) is a
+  candidate too, and the dry run frees the devices of each victim's special claim
+  (``status.extendedResourceClaimStatus``) and of every claim whose ``reservedFor`` holds only
+  victims; a claim also reserved for a pod that stays, or for a non-pod consumer, stays allocated;
+* the devices the dry run found for the preemptor are returned (``Outcome.held``) so that the
+  shell holds them for it (ClusterState's tracker, ``claims.held_claim_key``) until it binds.
+
+Not reproduced (yet): the dry run does not run the RemovePod/AddPod extensions of inter-pod
+affinity, topology spreading and the volume plugins; for a pod those filters read, the victims stay
+counted there (a node they alone block is not a candidate). Nominated pods count with their
+resources and ports (and, through their held devices, DRA); their inter-pod terms do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from draxr.core.allocator import Features
+from draxr.core.allocator.allocated_devices import AllocatedState
+from draxr.core.claims import assumed_claim_key, held_claim_key
+from draxr.core.labels import Selector
+from draxr.core.placement import (
+    CANNOT_ALLOCATE,
+    DRA,
+    DynamicResources,
+    NodeFilter,
+    Unschedulable,
+    prefilter,
+    special_claim_options,
+)
+from draxr.core.requests import prepare_pod
+from draxr.core.state import EMPTY_USAGE, ClusterState, NodeUsage, PodInfo
+from draxr.core.status import Code, Status, error, unresolvable
+
+MIN_CANDIDATE_NODES_PERCENTAGE = 10  # DefaultPreemptionArgs' defaults
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+_MAX_INT32 = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A PodDisruptionBudget as preemption reads it. ``selector`` None: it matches nothing (a nil
+    or empty selector, or one that does not parse)."""
+
+    namespace: str
+    selector: Selector | None
+    allowed: int  # status.disruptionsAllowed
+    disrupted: frozenset[str] = frozenset()  # status.disruptedPods' names
+
+    @classmethod
+    def from_api(cls, pdb: Mapping[str, Any]) -> Budget:
+        meta, spec, status = pdb.get("metadata") or {}, pdb.get("spec") or {}, pdb.get("status") or {}
+        try:
+            selector: Selector | None = Selector.from_api(spec.get("selector"))
+        except ValueError:
+            selector = None
+        if selector is not None and (selector.empty or selector.nothing):
+            selector = None
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            selector=selector,
+            allowed=int(status.get("disruptionsAllowed") or 0),
+            disrupted=frozenset(status.get("disruptedPods") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    node: str
+    victims: tuple[PodInfo, ...]  # most important first
+    pdb_violations: int
+    held: Mapping[str, Any] | None = None  # the preemptor's special-claim allocation in the dry run
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """PostFilter's result. ``message``: what follows the filters' summary in the FailedScheduling
+    message ("" when preemption says nothing); ``chosen``: the node to nominate and its victims;
+    ``clear_nomination``: the pod's nominatedNodeName is to be cleared (no candidate);
+    ``statuses``: the dry run's status of each node it tried and rejected."""
+
+    message: str
+    chosen: Candidate | None = None
+    clear_nomination: bool = False
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+
+    @property
+    def held(self) -> Mapping[str, Any] | None:
+        return self.chosen.held if self.chosen is not None else None
+
+
+def more_important(a: PodInfo, b: PodInfo) -> bool:
+    """util.MoreImportantPod: higher priority, then the earlier start (an unset start is "now")."""
+    if a.priority != b.priority:
+        return a.priority > b.priority
+    return _start(a) < _start(b)
+
+
+def _start(pod: PodInfo) -> str:
+    return pod.started or "~"  # "~" sorts after every RFC 3339 time: now, later than any start
+
+
+def _importance_key(pod: PodInfo) -> tuple[int, str]:
+    return (-pod.priority, _start(pod))
+
+
+def num_candidates(potential: int) -> int:
+    """calculateNumCandidates with the default arguments."""
+    n = potential * MIN_CANDIDATE_NODES_PERCENTAGE // 100
+    return min(max(n, MIN_CANDIDATE_NODES_ABSOLUTE), potential)
+
+
+def split_by_budget(pods: Sequence[PodInfo], budgets: Sequence[Budget]) -> tuple[list[PodInfo], list[PodInfo]]:
+    """filterPodsWithPDBViolation: (violating, non-violating), each in the given order."""
+    allowed = [b.allowed for b in budgets]
+    violating: list[PodInfo] = []
+    fine: list[PodInfo] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, budget in enumerate(budgets):
+                if budget.namespace != pod.namespace or budget.selector is None:
+                    continue
+                if not budget.selector.matches(pod.labels) or pod.name in budget.disrupted:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else fine).append(pod)
+    return violating, fine
+
+
+def wants_preemption(pod: PodInfo) -> bool:
+    policy = ((pod.raw.get("spec") or {}).get("preemptionPolicy")) or "PreemptLowerPriority"
+    return policy != "Never"
+
+
+def freed_claims(victims: Iterable[PodInfo], state: ClusterState) -> list[str]:
+    """The tracker keys whose allocations the victims' removal frees: each victim's special claim
+    (written or in flight) and every claim reserved only for victims."""
+    gone = {v.uid for v in victims}
+    keys: list[str] = []
+    for uid in gone:
+        keys.extend(state.special_claims.get(uid, ()))
+        keys.append(assumed_claim_key(uid))
+        for key in state.reserved_claims.get(uid, ()):
+            claim = state.claims.get(key)
+            if claim is not None and all(r == "pods" and u in gone for r, u in claim.consumers):
+                keys.append(key)
+    return keys
+
+
+class _DryRun:
+    """The preemptor's filters on one node with some pods removed (SelectVictimsOnNode's
+    RunFilterPluginsWithNominatedPods): node-local filters on the node's usage less the removed
+    pods plus the nominated pods of higher or equal priority, then DynamicResources with the
+    removed pods' claims freed."""
+
+    def __init__(self, pod: PodInfo, state: ClusterState, features: Features) -> None:
+        self.pod, self.state, self.features = pod, state, features
+        prefiltered = prefilter(pod, state)
+        assert not isinstance(prefiltered, Status), "preemption runs after the filters ran"
+        cycle, vcycle, self.ccycle = prefiltered
+        self.filters = NodeFilter(pod, cycle, vcycle, state.storage)
+        self.prepared = prepare_pod(pod.view, state.mapping)
+        self.own_hold = held_claim_key(pod.uid)
+
+    def nominated(self, node: str) -> list[PodInfo]:
+        return [p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority]
+
+    def fits(self, node_name: str, removed: Sequence[PodInfo]) -> tuple[Status | None, Mapping[str, Any] | None]:
+        """(the first failing filter's status or None, the special claim's allocation when it fits)."""
+        state = self.state
+        node = state.nodes[node_name]
+        usage = _copy(state.usage.get(node_name) or EMPTY_USAGE)
+        for p in removed:
+            usage.apply(p, -1)
+        for p in self.nominated(node_name):
+            usage.apply(p, +1)
+        status = self.filters.before_fit(node, usage)
+        if status is not None:
+            return status, None
+        prepared = self.prepared
+        unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
+        ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
+        status = self.filters.fit(node, usage, ext.dra, ext.reasons)
+        if status is None and self.filters.reads_beyond_node:
+            status = self.filters.beyond_node(node)
+        if status is not None:
+            return status, None
+        if not ext.needs_claim and self.ccycle is None:
+            return None, None
+        dra = DynamicResources(self.pod, state, self.features, self.ccycle)
+        dra.use_allocated(self._allocated(removed))
+        verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
+        if verdict.rejection is not None:
+            return verdict.counted, None
+        return None, verdict.special
+
+    def _allocated(self, removed: Sequence[PodInfo]) -> AllocatedState:
+        keys = freed_claims(removed, self.state)
+        keys.append(self.own_hold)
+        return self.state.tracker.snapshot_without(keys)
+
+
+def _copy(usage: NodeUsage) -> NodeUsage:
+    return NodeUsage(
+        dict(usage.requested), usage.pods, dict(usage.host_ports), usage.nonzero_milli_cpu, usage.nonzero_memory
+    )
+
+
+def select_victims(dry: _DryRun, node: str, budgets: Sequence[Budget]) -> tuple[Candidate | None, Status | None]:
+    """SelectVictimsOnNode: (the candidate, None) or (None, why the node cannot be one)."""
+    pod = dry.pod
+    potential = [p for p in dry.state.placed_pods(node) if p.priority < pod.priority]
+    if not potential:
+        return None, unresolvable("", NO_VICTIMS)
+    status, _ = dry.fits(node, potential)
+    if status is not None:
+        return None, status
+    potential.sort(key=_importance_key)
+    violating, fine = split_by_budget(potential, budgets)
+    removed = list(potential)
+    victims: list[PodInfo] = []
+    violations = 0
+    for group, counts in ((violating, True), (fine, False)):
+        for p in group:
+            removed.remove(p)
+            if dry.fits(node, removed)[0] is not None:
+                removed.append(p)
+                victims.append(p)
+                violations += counts
+    if violating and fine:
+        victims.sort(key=_importance_key)
+    _, held = dry.fits(node, removed)
+    return Candidate(node, tuple(victims), violations, held), None
+
+
+def pick_one(candidates: Sequence[Candidate]) -> Candidate:
+    """pickOneNodeForPreemption: each criterion keeps the best; the first of the rest wins."""
+
+    def earliest_start(c: Candidate) -> str:
+        top = c.victims[0].priority
+        return min(_start(v) for v in c.victims if v.priority == top)
+
+    criteria: list[Callable[[Candidate], Any]] = [
+        lambda c: -c.pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(v.priority + _MAX_INT32 + 1 for v in c.victims),
+        lambda c: -len(c.victims),
+        earliest_start,  # the latest earliest start is preferred
+    ]
+    left = list(candidates)
+    for score in criteria:
+        best = max(score(c) for c in left)
+        left = [c for c in left if score(c) == best]
+        if len(left) == 1:
+            break
+    return left[0]
+
+
+def is_candidate_status(status: Status) -> bool:
+    """Upstream: only Unschedulable. draxr also tries the nodes where DynamicResources could not
+    allocate the claims (freed devices may let them fit)."""
+    if status.code is Code.UNSCHEDULABLE:
+        return True
+    return status.plugin == DRA and status.first.startswith(CANNOT_ALLOCATE)
+
+
+def preempt(
+    pod: PodInfo,
+    state: ClusterState,
+    result: Unschedulable,
+    *,
+    features: Features,
+    budgets: Sequence[Budget] = (),
+    offset: Callable[[int], int] = lambda n: 0,
+) -> Outcome:
+    """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis). ``offset(n)``: where
+    among the n potential nodes the dry run starts (upstream: rand.Int31n)."""
+    if not wants_preemption(pod):
+        return Outcome(f"preemption: {POLICY_NEVER}")
+    if pod.nominated:
+        nominated = result.status_of(pod.nominated)
+        if nominated is None or nominated.code is not Code.UNRESOLVABLE:
+            for p in state.placed_pods(pod.nominated):
+                if p.priority < pod.priority and p.preempted:
+                    return Outcome(f"preemption: {TERMINATING}")
+    total = len(state.nodes)
+    names = state.node_names()
+    potential = [n for n in names if (s := result.status_of(n)) is not None and is_candidate_status(s)]
+    statuses: dict[str, Status] = {}
+    candidates: list[Candidate] = []
+    if potential:
+        dry = _DryRun(pod, state, features)
+        want = num_candidates(len(potential))
+        start = offset(len(potential))
+        violating: list[Candidate] = []
+        for i in range(len(potential)):
+            node = potential[(start + i) % len(potential)]
+            found, status = select_victims(dry, node, budgets)
+            if found is not None and found.victims:
+                (candidates if found.pdb_violations == 0 else violating).append(found)
+                if candidates and len(candidates) + len(violating) >= want:
+                    break
+                continue
+            if found is not None:  # fits with nobody evicted (a nominated pod's count changed)
+                status = error("", f'expected at least one victim pod on node "{node}"')
+            assert status is not None
+            statuses[node] = status
+        candidates += violating
+    if not candidates:
+        reasons: dict[str, int] = {}
+        for status in statuses.values():
+            for reason in status.reasons:
+                reasons[reason] = reasons.get(reason, 0) + 1
+        if total > len(statuses):
+            reasons[NOT_HELPFUL] = reasons.get(NOT_HELPFUL, 0) + total - len(statuses)
+        parts = sorted(f"{n} {r}" for r, n in reasons.items())
+        message = f"preemption: 0/{total} nodes are available: {', '.join(parts)}."
+        return Outcome(message, clear_nomination=True, statuses=statuses)
+    chosen = pick_one(candidates)
+    found_one = f"found a potential placement for pod on node {chosen.node}"
+    message = f"preemption: {found_one}, preempting {len(chosen.victims)} victims"
+    return Outcome(message, chosen, statuses=statuses)
+
+
+def lower_nominated(pod: PodInfo, node: str, state: ClusterState) -> list[PodInfo]:
+    """getLowerPriorityNominatedPods: pods of lower priority nominated to ``node``."""
+    return [p for p in state.nominated_pods(node) if p.priority < pod.priority]

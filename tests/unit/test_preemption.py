@@ -1,0 +1,297 @@
+"""draxr.core.preemption: DefaultPreemption's candidates, victims, PDBs, choice and message, and
+the DRA-aware dry run (victims' special claims and claims reserved only for victims freed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.claims import held_claim_key
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.preemption import Budget, Outcome, more_important, num_candidates, pick_one, preempt
+from draxr.core.state import ClusterState, PodInfo
+from tests.unit.cluster_builders import allocation, cluster, node, plain_claim, pod, special_claim
+
+JSON = dict[str, Any]
+
+
+def running(
+    name: str,
+    node_name: str,
+    *,
+    priority: int = 0,
+    started: str = "2026-01-01T00:00:00Z",
+    labels: dict[str, str] | None = None,
+    **kw: Any,
+) -> JSON:
+    p = pod(name, node_name=node_name, phase="Running", priority=priority, **kw)
+    p["status"]["startTime"] = started
+    if labels:
+        p["metadata"]["labels"] = labels
+    return p
+
+
+def attempt(state: ClusterState, p: JSON, budgets: tuple[Budget, ...] = ()) -> tuple[Unschedulable, Outcome]:
+    info = state.upsert_pod(p)
+    result = schedule(info, state, features=DEFAULT_FEATURES, binds_claims=True)
+    assert isinstance(result, Unschedulable), result
+    return result, preempt(info, state, result, features=DEFAULT_FEATURES, budgets=budgets)
+
+
+def victims(outcome: Outcome) -> list[str]:
+    assert outcome.chosen is not None, outcome.message
+    return [v.name for v in outcome.chosen.victims]
+
+
+def cpu_cluster(*names: str) -> ClusterState:
+    s = cluster({})
+    for n in names:
+        s.upsert_node(node(n, cpu="8"))
+    return s
+
+
+def test_the_fewest_lowest_priority_victims_free_the_cpu() -> None:
+    s = cpu_cluster("a", "b")
+    for i in range(4):
+        s.upsert_pod(running(f"a{i}", "a", requests={"cpu": "2"}, priority=10))
+        s.upsert_pod(running(f"b{i}", "b", requests={"cpu": "2"}, priority=5))
+    result, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert result.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert out.chosen is not None
+    assert out.chosen.node == "b"  # the lowest highest-victim priority
+    assert len(out.chosen.victims) == 2
+    assert out.message == "preemption: found a potential placement for pod on node b, preempting 2 victims"
+
+
+def test_higher_priority_victims_are_reprieved_first() -> None:
+    s = cpu_cluster("a")
+    s.upsert_pod(running("low", "a", requests={"cpu": "4"}, priority=1))
+    s.upsert_pod(running("mid", "a", requests={"cpu": "4"}, priority=50))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert victims(out) == ["low"]
+
+
+def test_equal_priority_the_latest_started_goes_first() -> None:
+    """MoreImportantPod: the earlier start is more important, so it is reprieved first."""
+    s = cpu_cluster("a")
+    s.upsert_pod(running("old", "a", requests={"cpu": "4"}, started="2026-01-01T00:00:00Z"))
+    s.upsert_pod(running("new", "a", requests={"cpu": "4"}, started="2026-01-02T00:00:00Z"))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert victims(out) == ["new"]
+
+
+def test_no_lower_priority_pod_means_no_victims() -> None:
+    s = cpu_cluster("a", "b")
+    s.upsert_pod(running("x", "a", requests={"cpu": "8"}, priority=100))
+    s.upsert_pod(running("y", "b", requests={"cpu": "8"}, priority=200))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert out.chosen is None
+    assert out.clear_nomination
+    assert out.message == "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+
+
+def test_unresolvable_nodes_are_not_helped() -> None:
+    s = cpu_cluster("a")
+    s.upsert_node(node("tainted", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]))
+    s.upsert_node(node("small", cpu="2"))
+    s.upsert_pod(running("x", "a", requests={"cpu": "8"}))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert victims(out) == ["x"]
+    assert out.chosen is not None
+    assert out.chosen.node == "a"
+    s.remove_pod("uid-x")
+    s.upsert_pod(running("x", "a", requests={"cpu": "8"}, priority=1000))
+    _, out = attempt(s, pod("hi2", requests={"cpu": "4"}, priority=100))
+    assert out.message == (
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."
+    )
+
+
+def test_a_node_that_fits_not_even_when_emptied_reports_its_filter() -> None:
+    s = cpu_cluster("a")
+    s.upsert_pod(running("x", "a", requests={"cpu": "2"}))
+    s.upsert_pod(running("big", "a", requests={"cpu": "6"}, priority=500))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100))
+    assert out.message == "preemption: 0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_preemption_policy_never() -> None:
+    s = cpu_cluster("a")
+    s.upsert_pod(running("x", "a", requests={"cpu": "8"}))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100, preemptionPolicy="Never"))
+    assert out.chosen is None
+    assert not out.clear_nomination
+    assert out.message == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def test_a_terminating_victim_on_the_nominated_node_makes_the_pod_wait() -> None:
+    s = cpu_cluster("a")
+    dying = running("x", "a", requests={"cpu": "8"})
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    dying["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    s.upsert_pod(dying)
+    p = pod("hi", requests={"cpu": "4"}, priority=100)
+    p["status"]["nominatedNodeName"] = "a"
+    _, out = attempt(s, p)
+    assert out.message == "preemption: not eligible due to a terminating pod on the nominated node."
+
+
+def test_pdb_violating_victims_are_reprieved_first_and_rank_the_node_lower() -> None:
+    s = cpu_cluster("a", "b")
+    s.upsert_pod(running("guarded", "a", requests={"cpu": "8"}, labels={"app": "db"}))
+    s.upsert_pod(running("free", "b", requests={"cpu": "8"}, priority=5))
+    budget = Budget("ns", _selector({"app": "db"}), allowed=0)
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100), (budget,))
+    # b's victim has a higher priority than a's, but a's would violate the budget.
+    assert out.chosen is not None
+    assert out.chosen.node == "b"
+    assert out.chosen.pdb_violations == 0
+    _, out = attempt(s, pod("hi2", requests={"cpu": "4"}, priority=100))
+    assert out.chosen is not None
+    assert out.chosen.node == "a"
+
+
+def test_budgets_count_down_and_skip_disrupted_pods() -> None:
+    s = cpu_cluster("a")
+    for i in range(3):
+        cpu = "8" if i == 0 else "0"
+        started = f"2026-01-0{i + 1}T00:00:00Z"  # db0 the most important of the three
+        s.upsert_pod(running(f"db{i}", "a", requests={"cpu": cpu}, labels={"app": "db"}, started=started))
+    budget = Budget("ns", _selector({"app": "db"}), allowed=1, disrupted=frozenset({"db1"}))
+    _, out = attempt(s, pod("hi", requests={"cpu": "4"}, priority=100), (budget,))
+    assert out.chosen is not None
+    assert victims(out) == ["db0"]
+    assert out.chosen.pdb_violations == 0  # one allowed, db1 already counted by the API server
+
+
+def test_pick_one_follows_upstreams_criteria_in_order() -> None:
+    from draxr.core.preemption import Candidate
+
+    def info(name: str, priority: int, started: str = "2026-01-01T00:00:00Z") -> PodInfo:
+        return PodInfo.from_api(running(name, "n", priority=priority, started=started))
+
+    fewer_violations = Candidate("v0", (info("a", 100),), 0)
+    assert pick_one([Candidate("v1", (info("b", 1),), 1), fewer_violations]) is fewer_violations
+    lower_top = Candidate("p", (info("c", 5), info("d", 5)), 0)
+    assert pick_one([Candidate("q", (info("e", 6),), 0), lower_top]) is lower_top
+    lower_sum = Candidate("s", (info("f", 5),), 0)
+    assert pick_one([lower_top, lower_sum]) is lower_sum
+    later = Candidate("t", (info("g", 5, "2026-01-03T00:00:00Z"),), 0)
+    assert pick_one([lower_sum, later]) is later
+    assert pick_one([lower_sum, Candidate("u", (info("h", 5),), 0)]) is lower_sum  # a tie: the first
+
+
+def test_candidates_count() -> None:
+    assert num_candidates(5) == 5
+    assert num_candidates(100) == 100
+    assert num_candidates(999) == 100
+    assert num_candidates(5000) == 500
+
+
+def test_more_important() -> None:
+    a = PodInfo.from_api(running("a", "n", priority=2))
+    b = PodInfo.from_api(running("b", "n", priority=1, started="2025-01-01T00:00:00Z"))
+    assert more_important(a, b)
+    assert not more_important(b, a)
+    unstarted = PodInfo.from_api(pod("c", node_name="n", priority=2))
+    assert more_important(a, unstarted)  # no start time: "now", the latest
+
+
+# --------------------------------------------------------------------------- DRA
+
+
+def gpu_holder(s: ClusterState, name: str, node_name: str, devices: tuple[str, ...], priority: int = 0) -> None:
+    """A running pod with a special claim allocated ``devices`` on ``node_name``."""
+    p = running(name, node_name, priority=priority, gpus=len(devices), claim_name=f"{name}-claim")
+    s.upsert_pod(p)
+    s.upsert_claim(
+        special_claim(f"{name}-claim", name, f"uid-{name}", alloc=allocation(node_name, *devices), reserved=True)
+    )
+
+
+def test_victims_special_claims_free_their_devices() -> None:
+    """The 'Why' of the issue: nodes full of 1-device pods, a 2-device pod of higher priority."""
+    s = cluster({"g1": 4, "g2": 4})
+    for n in ("g1", "g2"):
+        for i in range(4):
+            gpu_holder(s, f"{n}-p{i}", n, (f"gpu-{i}",), priority=i if n == "g1" else 0)
+    result, out = attempt(s, pod("hi", gpus=2, priority=100000))
+    assert "cannot allocate all claims" in result.message
+    assert out.chosen is not None
+    assert out.chosen.node == "g2"  # its victims' highest priority (0) is lower than g1's (1)
+    assert len(out.chosen.victims) == 2
+    held = out.held
+    assert held is not None
+    freed = {v.name.split("-p")[1] for v in out.chosen.victims}
+    assert {r["device"].removeprefix("gpu-") for r in held["devices"]["results"]} == freed
+
+
+def test_a_claim_shared_with_a_pod_that_stays_is_not_freed() -> None:
+    s = cluster({"g": 2})
+    for name, prio in (("low", 0), ("keeper", 1000)):
+        s.upsert_pod(running(name, "g", priority=prio))
+    shared = plain_claim("shared", alloc=allocation("g", "gpu-0", "gpu-1"))
+    shared["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "low", "uid": "uid-low"},
+        {"resource": "pods", "name": "keeper", "uid": "uid-keeper"},
+    ]
+    s.upsert_claim(shared)
+    _, out = attempt(s, pod("hi", gpus=1, priority=100))
+    assert out.chosen is None
+    assert out.message.startswith("preemption: 0/1 nodes are available: 1 cannot allocate all claims")
+    # Reserved only for the low-priority pod: freed by evicting it.
+    shared["metadata"]["resourceVersion"] = "2"
+    shared["status"]["reservedFor"] = shared["status"]["reservedFor"][:1]
+    s.upsert_claim(shared)
+    _, out = attempt(s, pod("hi2", gpus=1, priority=100))
+    assert victims(out) == ["low"]
+
+
+def test_a_non_pod_consumer_keeps_its_claim() -> None:
+    s = cluster({"g": 1})
+    s.upsert_pod(running("low", "g"))
+    claim = plain_claim("adopted", alloc=allocation("g", "gpu-0"))
+    claim["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "low", "uid": "uid-low"},
+        {"resource": "nodes", "name": "g", "uid": "node-uid"},
+    ]
+    s.upsert_claim(claim)
+    _, out = attempt(s, pod("hi", gpus=1, priority=100))
+    assert out.chosen is None
+
+
+def test_held_devices_go_to_the_preemptor_only() -> None:
+    """Held under the preemptor's key: a lower-priority pod cannot take them, the preemptor can."""
+    s = cluster({"g": 2})
+    hi = s.upsert_pod(pod("hi", gpus=2, priority=100))
+    s.assume_allocation(held_claim_key(hi.uid), allocation("g", "gpu-0", "gpu-1"))
+    low = s.upsert_pod(pod("low", gpus=1, priority=0))
+    assert isinstance(schedule(low, s, features=DEFAULT_FEATURES), Unschedulable)
+    got = schedule(hi, s, features=DEFAULT_FEATURES)
+    assert isinstance(got, Decision)
+    assert got.node == "g"
+
+
+@pytest.mark.parametrize(("priority", "fits"), [(50, False), (100, False), (200, True)])
+def test_nominated_pods_of_higher_or_equal_priority_count_on_their_node(priority: int, fits: bool) -> None:
+    s = cpu_cluster("a")
+    nominated = pod("nominee", requests={"cpu": "6"}, priority=100)
+    nominated["status"]["nominatedNodeName"] = "a"
+    s.upsert_pod(nominated)
+    other = s.upsert_pod(pod(f"p{priority}", requests={"cpu": "4"}, priority=priority))
+    got = schedule(other, s, features=DEFAULT_FEATURES)
+    assert isinstance(got, Decision) is fits, got
+    nominated["metadata"]["resourceVersion"] = "2"
+    nominated["status"]["nominatedNodeName"] = ""
+    s.upsert_pod(nominated)
+    assert isinstance(schedule(other, s, features=DEFAULT_FEATURES), Decision)
+
+
+def _selector(labels: dict[str, str]) -> Any:
+    from draxr.core.labels import Selector
+
+    return Selector.from_api({"matchLabels": labels})
+
