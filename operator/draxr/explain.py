@@ -14,6 +14,7 @@ from typing import Any
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, schedule
 from draxr.core.state import ClusterState
+from draxr.core.status import Status
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
 from draxr.snapshot import load_state
 
@@ -49,19 +50,31 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     """One scheduling cycle, as the operator runs it, and its diagnosis: every node's status."""
     pod = state.pods[uid]
     report: Report = {"pod": pod.key, "bound": False, "scheduler": pod.scheduler_name}
-    overall = schedule(pod, state, features=DEFAULT_FEATURES, binds_volumes=True, binds_claims=True)
+    # Every node evaluated (no cut after enough feasible ones) and none taken whole from the
+    # equivalence cache, so that each rejected node has its status even when the pod fits.
+    overall = schedule(
+        pod,
+        state,
+        features=DEFAULT_FEATURES,
+        binds_volumes=True,
+        binds_claims=True,
+        percentage_of_nodes=100,
+        equivalence=False,
+    )
+    nodes: list[Report] = []
     if isinstance(overall, Decision):
         report["wouldChoose"] = overall.node
         devices = [r["device"] for r in (overall.allocation or {}).get("devices", {}).get("results", [])]
-        report["nodes"] = [{"node": overall.node, "fits": True, "devices": devices}]
-        return report
-    report["message"] = overall.message
-    report["unresolvable"] = overall.unresolvable
-    nodes: list[Report] = []
+        nodes.append({"node": overall.node, "fits": True, "devices": devices})
+        statuses: Mapping[str, Status] = overall.statuses
+    else:
+        report["message"] = overall.message
+        report["unresolvable"] = overall.unresolvable
+        statuses = {n: s for n in state.nodes if (s := overall.status_of(n)) is not None}
     for name in sorted(state.nodes):
-        status = overall.status_of(name)
+        status = statuses.get(name)
         if status is None:
-            continue  # the attempt ended before the nodes (the message says why)
+            continue  # the chosen node, or the attempt ended before the nodes (the message says why)
         entry: Report = {"node": name, "fits": False, "reasons": list(status.reasons), "code": str(status.code)}
         if status.plugin:
             entry["plugin"] = status.plugin
@@ -70,7 +83,7 @@ def pending_report(state: ClusterState, uid: str) -> Report:
         if taint is not None:  # 1.37's wording leaves the taint out; an admin wants it
             entry["untoleratedTaint"] = _taint(taint)
         nodes.append(entry)
-    report["nodes"] = nodes
+    report["nodes"] = sorted(nodes, key=lambda n: n["node"])
     return report
 
 

@@ -89,6 +89,10 @@ class Decision:
     # The pod's own claims to write before the Binding (DynamicResources' PreBind order: these in
     # spec order, then the special claim), see ClaimDecision. Empty for pods without claims.
     claims: tuple[ClaimDecision, ...] = ()
+    # The nodes rejected before the choice, node by node (those of runs the equivalence cache
+    # took whole are left out): what explain shows next to the chosen node. Not part of equality:
+    # with or without the cache, the decision is the same.
+    statuses: Mapping[str, Status] = field(default_factory=dict, compare=False)
 
     @property
     def needs_claim(self) -> bool:
@@ -604,6 +608,7 @@ def schedule(
                 chosen_scores(i),
                 filters.decisions.get(node.name),
                 claims,
+                statuses,
             )
     if aligned is not None:
         for at, end in runs:

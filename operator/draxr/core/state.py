@@ -161,7 +161,10 @@ def slim_pod(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     (without managedFields, compacted) while it can be scheduled, else only ``POD_INFO_FIELDS``."""
     if _schedulable(pod):
         return dict(compact(without_managed_fields(pod)))
-    return dict(_project(pod, POD_INFO_FIELDS))
+    slim = dict(_project(pod, POD_INFO_FIELDS))
+    if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        slim.get("status", {}).pop("conditions", None)  # read only of pods being deleted (preempted)
+    return slim
 
 
 def _schedulable(pod: Mapping[str, Any]) -> bool:
