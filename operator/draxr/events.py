@@ -76,7 +76,14 @@ class Recorder:
         self._dropped = 0
 
     async def pod_event(
-        self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False, later: bool = False
+        self,
+        pod: PodInfo,
+        *,
+        reason: str,
+        action: str,
+        note: str,
+        warning: bool = False,
+        later: bool = False,
     ) -> None:
         """Write the Event now, or (``later``, a Normal event: the binder's Scheduled) queue it for
         the background writers and return at once. As kube-scheduler's event broadcaster, which
@@ -171,13 +178,17 @@ class Recorder:
         }
 
 
-async def set_unschedulable(kube: Kube, pod: PodInfo, message: str) -> None:
-    """PodScheduled=False/Unschedulable, written only when it changes (no write per retry)."""
+async def set_unschedulable(kube: Kube, pod: PodInfo, message: str, nominated: str | None = None) -> None:
+    """PodScheduled=False/Unschedulable, written only when it changes (no write per retry), and
+    with ``nominated`` set, status.nominatedNodeName in the same patch ("" clears it), as
+    kube-scheduler's handleSchedulingFailure."""
     want = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if all(cond.get(k) == v for k, v in want.items()):
+    status = pod.raw.get("status") or {}
+    same_nomination = nominated is None or (status.get("nominatedNodeName") or "") == nominated
+    for cond in status.get("conditions") or ():
+        if all(cond.get(k) == v for k, v in want.items()) and same_nomination:
             return
-    patch = {
+    patch: dict[str, Any] = {
         "status": {
             "conditions": [
                 {
@@ -191,6 +202,8 @@ async def set_unschedulable(kube: Kube, pod: PodInfo, message: str) -> None:
             ]
         }
     }
+    if nominated is not None:
+        patch["status"]["nominatedNodeName"] = nominated or None
     try:
         await kube.patch(PODS, pod.name, patch, pod.namespace, subresource="status", content_type=STRATEGIC_MERGE_PATCH)
     except ApiException as e:

@@ -19,6 +19,7 @@ from draxr.kube import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
@@ -146,6 +147,13 @@ def targets(sink: Sink) -> list[Target]:
         workload("replicationcontrollers", REPLICATION_CONTROLLERS, "ReplicationController"),
         workload("replicasets", REPLICA_SETS, "ReplicaSet"),
         workload("statefulsets", STATEFUL_SETS, "StatefulSet"),
+        # What preemption reads: it prefers victims no budget protects (no pod becomes schedulable).
+        Target(
+            "poddisruptionbudgets",
+            POD_DISRUPTION_BUDGETS,
+            state.upsert_budget,
+            lambda o: state.remove_budget(*_namespaced(o)),
+        ),
         # The volume plugins' inputs (core.storage): VolumeBinding's informers plus what
         # VolumeRestrictions, NodeVolumeLimits and VolumeZone read.
         storage_input(

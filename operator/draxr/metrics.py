@@ -37,6 +37,14 @@ WEBHOOK_SECONDS = Histogram(
 EVENTS_DROPPED = Counter(
     "draxr_events_dropped_total", "Scheduled Events not written: too many were waiting for the event writer"
 )
+PREEMPTION_ATTEMPTS = Counter(
+    "draxr_preemption_attempts_total", "Preemption attempts: pods no node fit, tried with evictions (upstream's name)"
+)
+PREEMPTION_VICTIMS = Histogram(
+    "draxr_preemption_victims",
+    "Pods evicted per preemption (upstream's preemption_victims)",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 ADOPTED_PODS = Counter("draxr_adopted_pods_total", "Default-scheduler pods adopted (adoption mode)")
 
 # ---- reliability: loops, watches, the event loop ----------------------------------------------------

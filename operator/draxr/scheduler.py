@@ -4,6 +4,7 @@ bindings written concurrently (bounded)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -16,11 +17,13 @@ from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
+from draxr.core.preemption import Outcome, preempt
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube
 from draxr.loops import GuardedLoop, classify
+from draxr.preemptor import Preemptor
 from draxr.queue import SchedulingQueue
 from draxr.releaser import Releaser
 from draxr.settings import Settings
@@ -92,6 +95,7 @@ class Scheduler:
             kube, state, recorder, slots=self._bind_slots, volume_bind_timeout=settings.volume_bind_timeout_seconds
         )
         self.releaser = Releaser(kube, state)
+        self.preemptor = Preemptor(kube, state, recorder, settings.scheduler_name)
         self._tasks: set[asyncio.Task[None]] = set()
         self._start = 0
         self._adoption_scanned: ExtendedResourceMapping | None = None
@@ -173,8 +177,11 @@ class Scheduler:
             self._index_claims(pod.uid, frozenset())
             if not self.queue.is_in_flight(pod.uid):
                 self.queue.remove(pod.uid)
+            if pod.uid not in self.state.assumed_nodes:  # (ours bound: released when the binding ends)
+                self.preemptor.release(pod.uid)
 
     def pod_deleted(self, uid: str) -> None:
+        self.preemptor.release(uid)
         self._index_claims(uid, frozenset())
         self.queue.remove(uid)
         self.recorder.forget(uid)
@@ -235,6 +242,10 @@ class Scheduler:
     def cycle(self, pod: PodInfo) -> None:
         t0 = time.monotonic()
         generation = self.state.generation
+        if pod.uid in self.preemptor.running:
+            # Its victims are being evicted: not before that ends (upstream's PreEnqueue).
+            self.queue.failed(pod.uid, generation, unschedulable=True)
+            return
         if self.state.special_claims.get(pod.uid):
             # A claim of an earlier attempt: never reused (as upstream); roll it back, then retry.
             self.queue.failed(pod.uid, generation, unschedulable=False)
@@ -261,10 +272,12 @@ class Scheduler:
             metrics.CYCLE_SECONDS.observe(time.monotonic() - t0)
         if isinstance(result, Unschedulable):
             metrics.SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
+            outcome = self._post_filter(pod, result)
             stamp = self._inventory_stamp() if result.until_inventory_changes else None
             self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
-            self._spawn(self._report_unschedulable(pod, result))
+            self._spawn(self._report_unschedulable(pod, result, outcome))
             return
+        self.preemptor.release(pod.uid)  # its decision's allocation is assumed instead
         self._start += result.nodes_evaluated
         self.state.assume_pod(pod.uid, result.node)
         if result.allocation is not None:
@@ -325,14 +338,54 @@ class Scheduler:
         await self.releaser.run_all(actions, "rollback")
         self.queue.cluster_changed()
 
-    async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable) -> None:
-        log.info("pod unschedulable", pod=pod.key, reason=result.message, fatal=result.fatal_kind)
+    def _post_filter(self, pod: PodInfo, result: Unschedulable) -> Outcome | None:
+        """PostFilter: preemption for a pod the filters turned away on every node (a FitError:
+        not an error, an unsupported pod or a broken class). Its evictions run in a task of
+        their own; the devices it freed are held for the pod meanwhile."""
+        if not self.ours(pod) or (not result.statuses and result.every_node is None):
+            return None
+        metrics.PREEMPTION_ATTEMPTS.inc()
+        t0 = time.monotonic()
+        outcome = preempt(
+            pod,
+            self.state,
+            result,
+            features=self.features,
+            budgets=list(self.state.budgets.values()),
+            offset=random.randrange,
+        )
+        chosen = outcome.chosen
+        if chosen is not None:
+            log.info(
+                "preempting",
+                pod=pod.key,
+                node=chosen.node,
+                victims=[v.key for v in chosen.victims],
+                pdb_violations=chosen.pdb_violations,
+                seconds=round(time.monotonic() - t0, 4),
+            )
+            self.preemptor.hold(pod, chosen.held)
+            self.preemptor.running.add(pod.uid)  # (before the task starts: no cycle in between)
+            self._spawn(self.preemptor.actuate(pod, chosen))
+        elif outcome.clear_nomination:
+            self.preemptor.release(pod.uid)
+        return outcome
+
+    async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None = None) -> None:
+        message = result.message
+        nominated: str | None = None  # unchanged
+        if outcome is not None:
+            if outcome.message:
+                message = f"{message} {outcome.message}"
+            if outcome.chosen is not None:
+                nominated = outcome.chosen.node
+            elif outcome.clear_nomination and pod.nominated:
+                nominated = ""
+        log.info("pod unschedulable", pod=pod.key, reason=message, fatal=result.fatal_kind)
         if not self.ours(pod):
             return  # adopted: kube-scheduler owns its PodScheduled condition and events
-        await set_unschedulable(self.kube, pod, result.message)
-        await self.recorder.pod_event(
-            pod, reason="FailedScheduling", action="Scheduling", note=result.message, warning=True
-        )
+        await set_unschedulable(self.kube, pod, message, nominated)
+        await self.recorder.pod_event(pod, reason="FailedScheduling", action="Scheduling", note=message, warning=True)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

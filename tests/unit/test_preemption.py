@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.budget import Budget
 from draxr.core.claims import held_claim_key
 from draxr.core.placement import Decision, Unschedulable, schedule
-from draxr.core.preemption import Budget, Outcome, more_important, num_candidates, pick_one, preempt
+from draxr.core.preemption import Outcome, more_important, num_candidates, pick_one, preempt
 from draxr.core.state import ClusterState, PodInfo
 from tests.unit.cluster_builders import allocation, cluster, node, plain_claim, pod, special_claim
 

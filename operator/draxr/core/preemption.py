@@ -37,8 +37,8 @@ from typing import Any
 
 from draxr.core.allocator import Features
 from draxr.core.allocator.allocated_devices import AllocatedState
+from draxr.core.budget import Budget
 from draxr.core.claims import assumed_claim_key, held_claim_key
-from draxr.core.labels import Selector
 from draxr.core.placement import (
     CANNOT_ALLOCATE,
     DRA,
@@ -59,33 +59,6 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
 _MAX_INT32 = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A PodDisruptionBudget as preemption reads it. ``selector`` None: it matches nothing (a nil
-    or empty selector, or one that does not parse)."""
-
-    namespace: str
-    selector: Selector | None
-    allowed: int  # status.disruptionsAllowed
-    disrupted: frozenset[str] = frozenset()  # status.disruptedPods' names
-
-    @classmethod
-    def from_api(cls, pdb: Mapping[str, Any]) -> Budget:
-        meta, spec, status = pdb.get("metadata") or {}, pdb.get("spec") or {}, pdb.get("status") or {}
-        try:
-            selector: Selector | None = Selector.from_api(spec.get("selector"))
-        except ValueError:
-            selector = None
-        if selector is not None and (selector.empty or selector.nothing):
-            selector = None
-        return cls(
-            namespace=str(meta.get("namespace") or ""),
-            selector=selector,
-            allowed=int(status.get("disruptionsAllowed") or 0),
-            disrupted=frozenset(status.get("disruptedPods") or ()),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from draxr.core import json_codec
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
+from draxr.core.budget import Budget
 from draxr.core.claims import special_claim_owner
 from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
@@ -559,6 +560,15 @@ class ClusterState:
         self.nominated: dict[str, dict[str, None]] = {}
         # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
         self.reserved_claims: dict[str, set[str]] = {}
+        self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets by (namespace, name)
+
+    # ---- PodDisruptionBudgets (preemption) -------------------------------------------------------
+    def upsert_budget(self, pdb: Mapping[str, Any]) -> None:
+        meta = pdb.get("metadata") or {}
+        self.budgets[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = Budget.from_api(pdb)
+
+    def remove_budget(self, namespace: str, name: str) -> None:
+        self.budgets.pop((namespace, name), None)
 
     # ---- storage (the volume plugins' objects) ------------------------------------------------------
     def storage_changed(self) -> None:

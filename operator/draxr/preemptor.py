@@ -1,0 +1,110 @@
+"""Carries out what core.preemption decided, off the scheduling loop (upstream's async preemption,
+``preemption/executor.go``): each victim gets the DisruptionTarget condition (reason
+PreemptionByScheduler), a graceful delete and a Preempted event; lower-priority pods nominated to
+the node lose their nomination. While it runs the preemptor is not scheduled again (upstream's
+PreEnqueue); the devices the dry run found are held for it in the state meanwhile and until it
+binds (``claims.held_claim_key``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from draxr import logs, metrics
+from draxr.core.claims import held_claim_key, rfc3339
+from draxr.core.preemption import Candidate, lower_nominated
+from draxr.core.state import ClusterState, PodInfo
+from draxr.events import Recorder
+from draxr.kube import PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
+
+log = logs.get("draxr.preemptor")
+
+
+class Preemptor:
+    def __init__(self, kube: Kube, state: ClusterState, recorder: Recorder, scheduler_name: str) -> None:
+        self.kube, self.state, self.recorder, self.scheduler_name = kube, state, recorder, scheduler_name
+        self.running: set[str] = set()  # preemptors whose victims are being evicted
+
+    def hold(self, pod: PodInfo, allocation: Mapping[str, Any] | None) -> None:
+        """Keep the devices the dry run freed for ``pod`` (replacing an earlier hold; None: none)."""
+        if allocation is None:
+            self.release(pod.uid)
+        else:
+            self.state.assume_allocation(held_claim_key(pod.uid), allocation)
+
+    def release(self, uid: str) -> None:
+        """The pod bound, went away or lost its nomination: its held devices are free."""
+        key = held_claim_key(uid)
+        if self.state.tracker.is_assumed(key):
+            self.state.forget_allocation(key)
+
+    async def actuate(self, pod: PodInfo, chosen: Candidate) -> None:
+        """Evict the victims (those not yet being deleted), all at once, then clear the
+        nominations of lower-priority pods on the node. Errors are logged; the preemptor is tried
+        again either way."""
+        self.running.add(pod.uid)
+        try:
+            metrics.PREEMPTION_VICTIMS.observe(len(chosen.victims))
+            victims = [v for v in chosen.victims if not v.deleting]
+            results = await asyncio.gather(*(self._evict(pod, v, chosen.node) for v in victims), return_exceptions=True)
+            for victim, result in zip(victims, results, strict=True):
+                if isinstance(result, BaseException):
+                    log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
+            for other in lower_nominated(pod, chosen.node, self.state):
+                await self._clear_nomination(other)
+        finally:
+            self.running.discard(pod.uid)
+
+    async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": rfc3339(datetime.now(UTC)),
+        }
+        try:
+            await self.kube.patch(
+                PODS,
+                victim.name,
+                {"status": {"conditions": [condition]}},
+                victim.namespace,
+                subresource="status",
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+            # Graceful, as upstream's DeletePod; the uid precondition spares a pod recreated under
+            # the same name meanwhile.
+            await self.kube.request(
+                "DELETE",
+                PODS.path(victim.namespace, victim.name),
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}},
+            )
+        except ApiException as e:
+            if e.status in (404, 409):  # gone already (or replaced): nothing to preempt
+                log.info("victim already gone", preemptor=preemptor.key, victim=victim.key)
+                return
+            raise
+        log.info("pod preempted", preemptor=preemptor.key, victim=victim.key, node=node)
+        await self.recorder.pod_event(
+            victim,
+            reason="Preempted",
+            action="Preempting",
+            note=f"Preempted by pod {preemptor.uid} on node {node}",
+        )
+
+    async def _clear_nomination(self, pod: PodInfo) -> None:
+        try:
+            await self.kube.patch(
+                PODS,
+                pod.name,
+                {"status": {"nominatedNodeName": None}},
+                pod.namespace,
+                subresource="status",
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+        except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as e:  # not critical, as upstream
+            log.warning("nomination not cleared", pod=pod.key, error=repr(e))
