@@ -16,7 +16,7 @@ import aiohttp
 
 from draxr import logs, metrics
 from draxr.core.claims import held_claim_key, rfc3339
-from draxr.core.preemption import Candidate, lower_nominated
+from draxr.core.preemption import Candidate, freed_claims, lower_nominated
 from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
 from draxr.kube import PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
@@ -28,6 +28,8 @@ class Preemptor:
     def __init__(self, kube: Kube, state: ClusterState, recorder: Recorder, scheduler_name: str) -> None:
         self.kube, self.state, self.recorder, self.scheduler_name = kube, state, recorder, scheduler_name
         self.running: set[str] = set()  # preemptors whose victims are being evicted
+        # Preemptor -> the claims its victims held (tracker keys): it waits for their release.
+        self.releasing: dict[str, list[str]] = {}
 
     def hold(self, pod: PodInfo, allocation: Mapping[str, Any] | None) -> None:
         """Keep the devices the dry run freed for ``pod`` (replacing an earlier hold; None: none)."""
@@ -36,8 +38,14 @@ class Preemptor:
         else:
             self.state.assume_allocation(held_claim_key(pod.uid), allocation)
 
+    def chose(self, pod: PodInfo, chosen: Candidate) -> None:
+        """Hold the devices of ``chosen`` for the pod, and remember which claims it waits for."""
+        self.hold(pod, chosen.held)
+        self.releasing[pod.uid] = freed_claims(chosen.victims, self.state)
+
     def release(self, uid: str) -> None:
         """The pod bound, went away or lost its nomination: its held devices are free."""
+        self.releasing.pop(uid, None)
         key = held_claim_key(uid)
         if self.state.tracker.is_assumed(key):
             self.state.forget_allocation(key)

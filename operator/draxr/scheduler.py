@@ -353,6 +353,7 @@ class Scheduler:
             features=self.features,
             budgets=list(self.state.budgets.values()),
             offset=random.randrange,
+            releasing=self.preemptor.releasing.get(pod.uid, ()),
         )
         chosen = outcome.chosen
         if chosen is not None:
@@ -364,7 +365,7 @@ class Scheduler:
                 pdb_violations=chosen.pdb_violations,
                 seconds=round(time.monotonic() - t0, 4),
             )
-            self.preemptor.hold(pod, chosen.held)
+            self.preemptor.chose(pod, chosen)
             self.preemptor.running.add(pod.uid)  # (before the task starts: no cycle in between)
             self._spawn(self.preemptor.actuate(pod, chosen))
         elif outcome.clear_nomination:

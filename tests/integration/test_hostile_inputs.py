@@ -267,6 +267,20 @@ def summary(total: int, reasons: dict[str, int]) -> str:
     return f"0/{total} nodes are available: {', '.join(parts)}."
 
 
+def preemption_parts(total: int, *, pinned: bool) -> list[str]:
+    """PostFilter's part of the message (kube-scheduler's DefaultPreemption, word for word): the
+    nodes that did not match are not helped; the pinned node, when its rejection is one that
+    evicting may help, has no pod of lower priority (every pod here has priority 0)."""
+    none = f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    if not pinned:
+        return [none]
+    victims = (
+        f"preemption: 0/{total} nodes are available: 1 No preemption victims found for incoming pod, "
+        f"{total - 1} Preemption is not helpful for scheduling."
+    )
+    return [none, victims]
+
+
 async def scheduled_condition(ctx: Ctx, name: str) -> dict[str, Any] | None:
     p = await ctx.kube.get(PODS, name, ctx.ns)
     for c in (p.get("status") or {}).get("conditions") or ():
@@ -303,13 +317,16 @@ async def pending(ctx: Ctx, name: str, reason: str | None, *, fatal: bool = Fals
 
     async def condition() -> Seen:
         total = len(await ctx.kube.list(NODES))
-        if fatal:
+        if fatal:  # an error, not a FitError: no preemption part
             assert text is not None
-            want = text
+            wants = {text}
         else:
-            want = summary(total, {OTHERS: total - 1, text: 1} if text is not None else {OTHERS: total})
+            filters = summary(total, {OTHERS: total - 1, text: 1} if text is not None else {OTHERS: total})
+            wants = {f"{filters} {part}" for part in preemption_parts(total, pinned=text is not None)}
         cond = await scheduled_condition(ctx, name)
-        return Seen(cond == {"status": "False", "reason": "Unschedulable", "message": want}, (want, cond))
+        seen = (cond or {}).get("message")
+        ok = seen in wants and cond == {"status": "False", "reason": "Unschedulable", "message": seen}
+        return Seen(ok, (seen, wants, cond))
 
     want = (await eventually(condition, timeout=20)).detail[0]
 

@@ -296,3 +296,38 @@ def _selector(labels: dict[str, str]) -> Any:
 
     return Selector.from_api({"matchLabels": labels})
 
+
+def test_a_prefilter_before_dynamic_resources_ends_post_filter_with_not_found() -> None:
+    """kube-scheduler 1.37.2: DynamicResources' PostFilter reads a cycle state its PreFilter never
+    wrote; its error ends PostFilter before DefaultPreemption ("... not found")."""
+    s = cpu_cluster("a")
+    s.upsert_pod(running("x", "a", requests={"cpu": "8"}))
+    conflict = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": []}]}]}
+    p = pod(
+        "hi",
+        requests={"cpu": "4"},
+        priority=100,
+        affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": conflict}},
+    )
+    result, out = attempt(s, p)
+    assert result.message == "0/1 nodes are available: pod affinity terms conflict."
+    assert out == Outcome("not found")
+    # DynamicResources' own PreFilter wrote its state: preemption runs (and finds nothing to do).
+    result, out = attempt(s, pod("c", priority=100, resourceClaims=[{"name": "x", "resourceClaimName": "gone"}]))
+    assert out.message == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+
+
+def test_a_preemptor_waits_for_its_victims_claims_before_evicting_more() -> None:
+    """The victims are gone but their special claims are still allocated: no second round."""
+    s = cluster({"g": 2})
+    gpu_holder(s, "v", "g", ("gpu-0", "gpu-1"))
+    gpu_holder(s, "w", "g", ())
+    s.remove_pod("uid-v")  # deleted; its claim not yet released
+    info = s.upsert_pod(pod("hi", gpus=2, priority=100))
+    result = schedule(info, s, features=DEFAULT_FEATURES)
+    assert isinstance(result, Unschedulable)
+    out = preempt(info, s, result, features=DEFAULT_FEATURES, releasing=["ns/v-claim"])
+    assert out.message == "preemption: not eligible due to claims of preempted pods not yet deallocated."
+    s.remove_claim("ns", "v-claim")
+    result = schedule(info, s, features=DEFAULT_FEATURES)
+    assert isinstance(result, Decision)

@@ -31,7 +31,7 @@ resources and ports (and, through their held devices, DRA); their inter-pod term
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,8 @@ NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
+STATE_NOT_FOUND = "not found"  # fwk.ErrNotFound
+RELEASING = "not eligible due to claims of preempted pods not yet deallocated."
 _MAX_INT32 = 2**31 - 1
 
 
@@ -272,11 +274,24 @@ def preempt(
     features: Features,
     budgets: Sequence[Budget] = (),
     offset: Callable[[int], int] = lambda n: 0,
+    releasing: Collection[str] = (),
 ) -> Outcome:
     """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis). ``offset(n)``: where
-    among the n potential nodes the dry run starts (upstream: rand.Int31n)."""
+    among the n potential nodes the dry run starts (upstream: rand.Int31n); ``releasing``: the
+    claims (tracker keys) of the pod's last preemption, which it waits for while any is still
+    allocated."""
+    if result.every_node is not None and result.every_node.plugin != DRA:
+        # A PreFilter before DynamicResources' turned the pod away: DynamicResources' PostFilter,
+        # which runs first, finds no cycle state of its own and fails with the framework's
+        # ErrNotFound, and DefaultPreemption is not reached (kube-scheduler 1.37.2, word for word).
+        return Outcome(STATE_NOT_FOUND)
     if not wants_preemption(pod):
         return Outcome(f"preemption: {POLICY_NEVER}")
+    if any((c := state.claims.get(key)) is not None and c.allocated for key in releasing):
+        # draxr's (KEP-5690 leaves it open): the victims are gone but their claims are not yet
+        # deallocated; the freed devices are held for the pod meanwhile, so evicting more would
+        # only take more pods.
+        return Outcome(f"preemption: {RELEASING}")
     if pod.nominated:
         nominated = result.status_of(pod.nominated)
         if nominated is None or nominated.code is not Code.UNRESOLVABLE:
