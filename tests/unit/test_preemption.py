@@ -331,3 +331,55 @@ def test_a_preemptor_waits_for_its_victims_claims_before_evicting_more() -> None
     s.remove_claim("ns", "v-claim")
     result = schedule(info, s, features=DEFAULT_FEATURES)
     assert isinstance(result, Decision)
+
+
+def _snapshot(s: ClusterState) -> tuple[Any, ...]:
+    return (
+        {n: (dict(u.requested), u.pods) for n, u in s.usage.items()},
+        {n: list(p) for n, p in s.placed.items()},
+        {k: sorted(g.nodes.items()) for k, g in s._groups.items()},
+    )
+
+
+def test_victims_blocking_by_anti_affinity_are_removed_in_the_dry_run() -> None:
+    """InterPodAffinity's RemovePod: the preemptor's anti-affinity against a low-priority pod."""
+    s = cpu_cluster("a")
+    s.upsert_pod(running("low", "a", labels={"app": "low"}))
+    s.upsert_pod(running("other", "a", labels={"app": "other"}))
+    away = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "low"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    before = _snapshot(s)
+    result, out = attempt(s, pod("hi", priority=100, affinity=away))
+    assert "didn't match pod anti-affinity rules" in result.message
+    assert victims(out) == ["low"]  # "other" does not block: reprieved
+    assert _snapshot(s) == before  # the dry run put everything back
+
+
+def test_victims_skewing_a_hard_spread_are_removed_in_the_dry_run() -> None:
+    """PodTopologySpread's RemovePod: the counts of the node's domain drop with its victims."""
+    s = cpu_cluster("a", "b")
+    s.upsert_node(node("b", cpu="1"))  # a domain with no matching pod, but no room
+    for i in range(2):
+        s.upsert_pod(running(f"w{i}", "a", labels={"app": "web"}, started=f"2026-01-0{i + 1}T00:00:00Z"))
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    p = pod("hi", priority=100, requests={"cpu": "2"}, topologySpreadConstraints=spread)
+    p["metadata"]["labels"] = {"app": "web"}
+    before = _snapshot(s)
+    result, out = attempt(s, p)
+    assert "didn't match pod topology spread constraints" in result.message
+    assert out.chosen is not None
+    assert out.chosen.node == "a"
+    assert victims(out) == ["w0", "w1"]  # with either back, a's count is 2 against b's 0
+    assert _snapshot(s) == before

@@ -23,10 +23,12 @@ Beyond upstream (which cannot preempt for DRA devices in 1.37: KEP-5690 is open)
 * the devices the dry run found for the preemptor are returned (``Outcome.held``) so that the
   shell holds them for it (ClusterState's tracker, ``claims.held_claim_key``) until it binds.
 
-Not reproduced (yet): the dry run does not run the RemovePod/AddPod extensions of inter-pod
-affinity, topology spreading and the volume plugins; for a pod those filters read, the victims stay
-counted there (a node they alone block is not a candidate). Nominated pods count with their
-resources and ports (and, through their held devices, DRA); their inter-pod terms do not.
+RemovePod/AddPod: node-local filters see the node's usage less the removed pods; for a pod whose
+filters read other pods or volumes (spreading, inter-pod affinity, the volume plugins) the removed
+pods are taken out of every count (ClusterState.without_pods) and PreFilter runs again, which is
+what upstream's extensions compute incrementally. Nominated pods count with their resources and
+ports (and, through their held devices, DRA); their inter-pod terms and volumes do not (upstream
+adds them in a first pass of the filters).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from draxr.core.placement import (
     prefilter,
     special_claim_options,
 )
+from draxr.core.pod_claims import ClaimsCycle
 from draxr.core.requests import prepare_pod
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeUsage, PodInfo
 from draxr.core.status import Code, Status, error, unresolvable
@@ -151,9 +154,11 @@ def freed_claims(victims: Iterable[PodInfo], state: ClusterState) -> list[str]:
 
 class _DryRun:
     """The preemptor's filters on one node with some pods removed (SelectVictimsOnNode's
-    RunFilterPluginsWithNominatedPods): node-local filters on the node's usage less the removed
-    pods plus the nominated pods of higher or equal priority, then DynamicResources with the
-    removed pods' claims freed."""
+    RunFilterPluginsWithNominatedPods): the filters on the node's usage less the removed pods
+    plus the nominated pods of higher or equal priority, then DynamicResources with the removed
+    pods' claims freed. When the pod's filters read other pods or volumes (spreading, inter-pod
+    affinity, the volume plugins), the removed pods are taken out of the state's counts for the
+    check and PreFilter runs again: upstream's RemovePod/AddPod extensions, computed afresh."""
 
     def __init__(self, pod: PodInfo, state: ClusterState, features: Features) -> None:
         self.pod, self.state, self.features = pod, state, features
@@ -163,33 +168,55 @@ class _DryRun:
         self.filters = NodeFilter(pod, cycle, vcycle, state.storage)
         self.prepared = prepare_pod(pod.view, state.mapping)
         self.own_hold = held_claim_key(pod.uid)
+        self.beyond = self.filters.reads_beyond_node
 
     def nominated(self, node: str) -> list[PodInfo]:
-        return [p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority]
+        return [
+            p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority
+        ]
 
     def fits(self, node_name: str, removed: Sequence[PodInfo]) -> tuple[Status | None, Mapping[str, Any] | None]:
         """(the first failing filter's status or None, the special claim's allocation when it fits)."""
+        if not self.beyond:
+            usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
+            for p in removed:
+                usage.apply(p, -1)
+            return self._check(node_name, usage, self.filters, self.ccycle, removed)
+        with self.state.without_pods(removed):
+            prefiltered = prefilter(self.pod, self.state)
+            if isinstance(prefiltered, Status):
+                return prefiltered, None
+            cycle, vcycle, ccycle = prefiltered
+            filters = NodeFilter(self.pod, cycle, vcycle, self.state.storage)
+            usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
+            return self._check(node_name, usage, filters, ccycle, removed)
+
+    def _check(
+        self,
+        node_name: str,
+        usage: NodeUsage,
+        filters: NodeFilter,
+        ccycle: ClaimsCycle | None,
+        removed: Sequence[PodInfo],
+    ) -> tuple[Status | None, Mapping[str, Any] | None]:
         state = self.state
         node = state.nodes[node_name]
-        usage = _copy(state.usage.get(node_name) or EMPTY_USAGE)
-        for p in removed:
-            usage.apply(p, -1)
         for p in self.nominated(node_name):
             usage.apply(p, +1)
-        status = self.filters.before_fit(node, usage)
+        status = filters.before_fit(node, usage)
         if status is not None:
             return status, None
         prepared = self.prepared
         unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
         ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
-        status = self.filters.fit(node, usage, ext.dra, ext.reasons)
-        if status is None and self.filters.reads_beyond_node:
-            status = self.filters.beyond_node(node)
+        status = filters.fit(node, usage, ext.dra, ext.reasons)
+        if status is None and filters.reads_beyond_node:
+            status = filters.beyond_node(node)
         if status is not None:
             return status, None
-        if not ext.needs_claim and self.ccycle is None:
+        if not ext.needs_claim and ccycle is None:
             return None, None
-        dra = DynamicResources(self.pod, state, self.features, self.ccycle)
+        dra = DynamicResources(self.pod, state, self.features, ccycle)
         dra.use_allocated(self._allocated(removed))
         verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
         if verdict.rejection is not None:

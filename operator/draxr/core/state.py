@@ -18,7 +18,8 @@ from __future__ import annotations
 import itertools
 import sys
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -705,6 +706,24 @@ class ClusterState:
             if not on:
                 del self.nominated[pod.nominated]
         self.touch_node(pod.nominated)
+
+    @contextmanager
+    def without_pods(self, pods: Sequence[PodInfo]) -> Iterator[None]:
+        """For a while, the placed ``pods`` count nowhere (usage, spreading and inter-pod counts,
+        volumes): preemption's dry run, upstream's RemovePod extensions. Everything is put back
+        as it was, the nodes' pod order included; the nodes' stamps are new (their cached verdicts
+        are recomputed)."""
+        nodes = {self._placed_on(p) for p in pods} - {""}
+        order = {node: dict(self.placed.get(node, {})) for node in nodes}
+        for p in pods:
+            self._account(p, -1)
+        try:
+            yield
+        finally:
+            for p in reversed(pods):
+                self._account(p, +1)
+            for node, pods_of in order.items():
+                self.placed[node] = pods_of
 
     def placed_pods(self, node: str) -> list[PodInfo]:
         """The pods placed on ``node`` (bound or assumed, not finished)."""
