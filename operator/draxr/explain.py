@@ -50,6 +50,12 @@ def pending_report(state: ClusterState, uid: str) -> Report:
     """One scheduling cycle, as the operator runs it, and its diagnosis: every node's status."""
     pod = state.pods[uid]
     report: Report = {"pod": pod.key, "bound": False, "scheduler": pod.scheduler_name}
+    if pod.nominated:
+        # Nominated by a preemption: the victims still going (DisruptionTarget, being deleted).
+        report["nominatedNode"] = pod.nominated
+        report["waitingFor"] = sorted(
+            p.key for p in state.placed_pods(pod.nominated) if p.preempted and p.priority < pod.priority
+        )
     # Every node evaluated (no cut after enough feasible ones) and none taken whole from the
     # equivalence cache, so that each rejected node has its status even when the pod fits.
     overall = schedule(
@@ -101,6 +107,10 @@ def render(report: Report, *, wide: bool = False) -> list[str]:
         lines += [f"  container {m['container']}: {m['resource']} -> {m['request']}" for m in report["mappings"]]
         return lines
     lines = [f"pod {report['pod']} is not bound (scheduler {report['scheduler']})"]
+    if report.get("nominatedNode"):
+        waiting = report.get("waitingFor") or []
+        going = f", waiting for {len(waiting)} preempted pod(s) to go: {', '.join(waiting)}" if waiting else ""
+        lines.append(f"  nominated to node {report['nominatedNode']}{going}")
     if "error" in report:
         lines.append(f"  cannot explain it: {report['error']}")
     elif "wouldChoose" in report:

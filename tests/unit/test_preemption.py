@@ -383,3 +383,21 @@ def test_victims_skewing_a_hard_spread_are_removed_in_the_dry_run() -> None:
     assert out.chosen.node == "a"
     assert victims(out) == ["w0", "w1"]  # with either back, a's count is 2 against b's 0
     assert _snapshot(s) == before
+
+
+def test_explain_shows_the_nomination_and_the_victims_still_going() -> None:
+    from draxr.explain import pending_report, render
+
+    s = cpu_cluster("a")
+    dying = running("victim", "a", requests={"cpu": "8"})
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    dying["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    s.upsert_pod(dying)
+    s.upsert_pod(running("stays", "a", priority=1000))
+    p = pod("hi", requests={"cpu": "4"}, priority=100)
+    p["status"]["nominatedNodeName"] = "a"
+    info = s.upsert_pod(p, keep_object=True)
+    report = pending_report(s, info.uid)
+    assert report["nominatedNode"] == "a"
+    assert report["waitingFor"] == ["ns/victim"]
+    assert "  nominated to node a, waiting for 1 preempted pod(s) to go: ns/victim" in render(report)
