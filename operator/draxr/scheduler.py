@@ -17,7 +17,7 @@ from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
-from draxr.core.preemption import Outcome, preempt
+from draxr.core.preemption import Outcome, preemption
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -213,7 +213,10 @@ class Scheduler:
             if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)
             else:
-                self.cycle(pod)
+                preemption = self.cycle(pod)
+                if preemption is not None:
+                    await preemption
+                    turn = time.monotonic()
             if now - turn >= self.settings.scheduler_turn_seconds:
                 metrics.SCHEDULER_YIELDS.inc()
                 await asyncio.sleep(0)
@@ -239,18 +242,20 @@ class Scheduler:
         and before it runs (a new leader catching up and rolling back is no stalled loop)."""
         return 0.0 if self.queue.waiting or not self.running else time.monotonic() - self.heartbeat
 
-    def cycle(self, pod: PodInfo) -> None:
+    def cycle(self, pod: PodInfo) -> Coroutine[Any, Any, None] | None:
+        """One scheduling cycle; for a pod no node fits, the PostFilter (preemption) to await:
+        its dry runs hand the event loop back between nodes, the scheduling loop waits for it."""
         t0 = time.monotonic()
         generation = self.state.generation
         if pod.uid in self.preemptor.running:
             # Its victims are being evicted: not before that ends (upstream's PreEnqueue).
             self.queue.failed(pod.uid, generation, unschedulable=True)
-            return
+            return None
         if self.state.special_claims.get(pod.uid):
             # A claim of an earlier attempt: never reused (as upstream); roll it back, then retry.
             self.queue.failed(pod.uid, generation, unschedulable=False)
             self._spawn(self._roll_back_stale(pod))
-            return
+            return None
         try:
             result = schedule(
                 pod,
@@ -267,16 +272,15 @@ class Scheduler:
             log.exception("scheduling cycle failed", pod=pod.key)
             metrics.SCHEDULE_ATTEMPTS.labels(result="error").inc()
             self.queue.failed(pod.uid, generation, unschedulable=False)
-            return
+            return None
         finally:
             metrics.CYCLE_SECONDS.observe(time.monotonic() - t0)
         if isinstance(result, Unschedulable):
             metrics.SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
-            outcome = self._post_filter(pod, result)
-            stamp = self._inventory_stamp() if result.until_inventory_changes else None
-            self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
-            self._spawn(self._report_unschedulable(pod, result, outcome))
-            return
+            if self.ours(pod) and (result.statuses or result.every_node is not None):
+                return self._post_filter(pod, result, generation)  # a FitError: PostFilter runs
+            self._unschedulable(pod, result, None, generation)
+            return None
         self.preemptor.release(pod.uid)  # its decision's allocation is assumed instead
         self._start += result.nodes_evaluated
         self.state.assume_pod(pod.uid, result.node)
@@ -290,6 +294,7 @@ class Scheduler:
             # Reserve (AssumePodVolumes): the next cycle cannot take these PVs or claims.
             self.state.storage.assume(result.volumes, result.node)
         self._spawn(self._bind(pod, result))
+        return None
 
     async def _bind(self, pod: PodInfo, decision: Decision) -> None:
         # (the binder takes a write slot per write phase: a pod waiting for its volumes holds none)
@@ -338,15 +343,19 @@ class Scheduler:
         await self.releaser.run_all(actions, "rollback")
         self.queue.cluster_changed()
 
-    def _post_filter(self, pod: PodInfo, result: Unschedulable) -> Outcome | None:
+    def _unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None, generation: int) -> None:
+        stamp = self._inventory_stamp() if result.until_inventory_changes else None
+        self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
+        self._spawn(self._report_unschedulable(pod, result, outcome))
+
+    async def _post_filter(self, pod: PodInfo, result: Unschedulable, generation: int) -> None:
         """PostFilter: preemption for a pod the filters turned away on every node (a FitError:
-        not an error, an unsupported pod or a broken class). Its evictions run in a task of
-        their own; the devices it freed are held for the pod meanwhile."""
-        if not self.ours(pod) or (not result.statuses and result.every_node is None):
-            return None
+        not an error, an unsupported pod or a broken class). The dry runs hand the event loop
+        back every ``scheduler_turn_seconds``; the evictions run in a task of their own; the
+        devices freed are held for the pod meanwhile."""
         metrics.PREEMPTION_ATTEMPTS.inc()
-        t0 = time.monotonic()
-        outcome = preempt(
+        t0 = turn = time.monotonic()
+        steps = preemption(
             pod,
             self.state,
             result,
@@ -355,6 +364,30 @@ class Scheduler:
             offset=random.randrange,
             releasing=self.preemptor.releasing.get(pod.uid, ()),
         )
+        outcome: Outcome | None = None
+        try:
+            while outcome is None:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    outcome = done.value
+                    break
+                if time.monotonic() - turn >= self.settings.scheduler_turn_seconds:
+                    metrics.SCHEDULER_YIELDS.inc()
+                    await asyncio.sleep(0)
+                    self.heartbeat = turn = time.monotonic()
+        except Exception:  # a bug must not stop scheduling; the pod is retried
+            log.exception("preemption failed", pod=pod.key)
+        self.heartbeat = time.monotonic()
+        current = self.state.pods.get(pod.uid)
+        if current is None or not self.wants(current):
+            self.queue.done(pod.uid)  # bound or gone meanwhile
+            return
+        if outcome is not None:
+            self._act(pod, outcome, time.monotonic() - t0)
+        self._unschedulable(pod, result, outcome, generation)
+
+    def _act(self, pod: PodInfo, outcome: Outcome, seconds: float) -> None:
         chosen = outcome.chosen
         if chosen is not None:
             log.info(
@@ -363,14 +396,13 @@ class Scheduler:
                 node=chosen.node,
                 victims=[v.key for v in chosen.victims],
                 pdb_violations=chosen.pdb_violations,
-                seconds=round(time.monotonic() - t0, 4),
+                seconds=round(seconds, 4),
             )
             self.preemptor.chose(pod, chosen)
             self.preemptor.running.add(pod.uid)  # (before the task starts: no cycle in between)
             self._spawn(self.preemptor.actuate(pod, chosen))
         elif outcome.clear_nomination:
             self.preemptor.release(pod.uid)
-        return outcome
 
     async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None = None) -> None:
         message = result.message

@@ -33,7 +33,7 @@ adds them in a first pass of the filters).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,9 +171,7 @@ class _DryRun:
         self.beyond = self.filters.reads_beyond_node
 
     def nominated(self, node: str) -> list[PodInfo]:
-        return [
-            p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority
-        ]
+        return [p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority]
 
     def fits(self, node_name: str, removed: Sequence[PodInfo]) -> tuple[Status | None, Mapping[str, Any] | None]:
         """(the first failing filter's status or None, the special claim's allocation when it fits)."""
@@ -235,31 +233,110 @@ def _copy(usage: NodeUsage) -> NodeUsage:
     )
 
 
+class _Trial:
+    """One node's dry run, pods removed and added back one at a time (SelectVictimsOnNode's
+    removePod/addPod): the node-local filters on a usage kept up to date, DynamicResources
+    recomputed only when the set of freed claims changes. For a pod whose filters read other
+    pods, every check goes through _DryRun.fits (the counts recomputed)."""
+
+    def __init__(self, dry: _DryRun, node: str, removed: Sequence[PodInfo]) -> None:
+        self.dry, self.node = dry, node
+        self.removed = list(removed)
+        self.uids = {p.uid for p in removed}
+        self.held: Mapping[str, Any] | None = None
+        if dry.beyond:
+            return
+        state = dry.state
+        self.usage = _copy(state.usage.get(node) or EMPTY_USAGE)
+        for p in removed:
+            self.usage.apply(p, -1)
+        for p in dry.nominated(node):
+            self.usage.apply(p, +1)
+        # The claims the removed pods may free, each with the pods that must all be gone.
+        # (only those holding devices: the others change nothing the allocator reads)
+        self.needs: dict[str, frozenset[str]] = {}
+        holds = state.tracker.holds
+        for p in removed:
+            for key in (*state.special_claims.get(p.uid, ()), assumed_claim_key(p.uid)):
+                if holds(key):
+                    self.needs[key] = frozenset((p.uid,))
+            for key in state.reserved_claims.get(p.uid, ()):
+                claim = state.claims.get(key)
+                if claim is not None and holds(key) and all(r == "pods" for r, _ in claim.consumers):
+                    self.needs[key] = frozenset(u for _, u in claim.consumers)
+        self.dra: dict[frozenset[str], tuple[Status | None, Mapping[str, Any] | None]] = {}
+        node_info = state.nodes[node]
+        prepared = dry.prepared
+        unmapped = prepared.unmapped_on(node_info.raw) if prepared.node_restricted else frozenset()
+        self.ext = prepared.for_allocatable(node_info.raw.get("status", {}).get("allocatable") or {}, unmapped)
+
+    def check(self) -> Status | None:
+        dry = self.dry
+        if dry.beyond:
+            status, self.held = dry.fits(self.node, self.removed)
+            return status
+        node, filters, ext = dry.state.nodes[self.node], dry.filters, self.ext
+        status = filters.before_fit(node, self.usage)
+        if status is None:
+            status = filters.fit(node, self.usage, ext.dra, ext.reasons)
+        if status is not None:
+            return status
+        if not ext.needs_claim and dry.ccycle is None:
+            return None
+        freed = frozenset(k for k, uids in self.needs.items() if uids <= self.uids)
+        verdict = self.dra.get(freed)
+        if verdict is None:
+            dra = DynamicResources(dry.pod, dry.state, dry.features, dry.ccycle)
+            dra.use_allocated(dry.state.tracker.snapshot_without((*freed, dry.own_hold)))
+            found = dra.filter(node, special_claim_options(dry.prepared, node, ext, dry.state))
+            verdict = self.dra[freed] = (found.counted if found.rejection is not None else None, found.special)
+        status, special = verdict
+        if status is None:
+            self.held = special
+        return status
+
+    def add_back(self, pod: PodInfo) -> bool:
+        """Put ``pod`` back; if the preemptor no longer fits, take it off again (False)."""
+        self._move(pod, +1)
+        if self.check() is None:
+            return True
+        self._move(pod, -1)
+        self.check()  # (the held devices of the state it returns to)
+        return False
+
+    def _move(self, pod: PodInfo, sign: int) -> None:
+        if sign > 0:
+            self.removed.remove(pod)
+            self.uids.discard(pod.uid)
+        else:
+            self.removed.append(pod)
+            self.uids.add(pod.uid)
+        if not self.dry.beyond:
+            self.usage.apply(pod, sign)
+
+
 def select_victims(dry: _DryRun, node: str, budgets: Sequence[Budget]) -> tuple[Candidate | None, Status | None]:
     """SelectVictimsOnNode: (the candidate, None) or (None, why the node cannot be one)."""
     pod = dry.pod
     potential = [p for p in dry.state.placed_pods(node) if p.priority < pod.priority]
     if not potential:
         return None, unresolvable("", NO_VICTIMS)
-    status, _ = dry.fits(node, potential)
+    trial = _Trial(dry, node, potential)
+    status = trial.check()
     if status is not None:
         return None, status
     potential.sort(key=_importance_key)
     violating, fine = split_by_budget(potential, budgets)
-    removed = list(potential)
     victims: list[PodInfo] = []
     violations = 0
     for group, counts in ((violating, True), (fine, False)):
         for p in group:
-            removed.remove(p)
-            if dry.fits(node, removed)[0] is not None:
-                removed.append(p)
+            if not trial.add_back(p):
                 victims.append(p)
                 violations += counts
     if violating and fine:
         victims.sort(key=_importance_key)
-    _, held = dry.fits(node, removed)
-    return Candidate(node, tuple(victims), violations, held), None
+    return Candidate(node, tuple(victims), violations, trial.held), None
 
 
 def pick_one(candidates: Sequence[Candidate]) -> Candidate:
@@ -306,7 +383,30 @@ def preempt(
     """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis). ``offset(n)``: where
     among the n potential nodes the dry run starts (upstream: rand.Int31n); ``releasing``: the
     claims (tracker keys) of the pod's last preemption, which it waits for while any is still
-    allocated."""
+    allocated. See ``preemption`` for the same in steps."""
+    steps = preemption(pod, state, result, features=features, budgets=budgets, offset=offset, releasing=releasing)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            outcome: Outcome = done.value
+            return outcome
+
+
+def preemption(
+    pod: PodInfo,
+    state: ClusterState,
+    result: Unschedulable,
+    *,
+    features: Features,
+    budgets: Sequence[Budget] = (),
+    offset: Callable[[int], int] = lambda n: 0,
+    releasing: Collection[str] = (),
+) -> Generator[None, None, Outcome]:
+    """``preempt`` as a generator that yields after each node's dry run (its value is the
+    Outcome): the shell hands the event loop back between nodes, so that a dry run over hundreds
+    of nodes never holds it long. The state may change between steps (watch events); a node gone
+    meanwhile is skipped."""
     if result.every_node is not None and result.every_node.plugin != DRA:
         # A PreFilter before DynamicResources' turned the pod away: DynamicResources' PostFilter,
         # which runs first, finds no cycle state of its own and fails with the framework's
@@ -336,7 +436,11 @@ def preempt(
         start = offset(len(potential))
         violating: list[Candidate] = []
         for i in range(len(potential)):
+            if i:
+                yield
             node = potential[(start + i) % len(potential)]
+            if node not in state.nodes:
+                continue
             found, status = select_victims(dry, node, budgets)
             if found is not None and found.victims:
                 (candidates if found.pdb_violations == 0 else violating).append(found)

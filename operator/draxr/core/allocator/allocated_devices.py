@@ -148,6 +148,11 @@ class AllocationTracker:
     def forget(self, key: str) -> None:
         self._set(self._assumed, key, None)
 
+    def holds(self, key: str) -> bool:
+        """Whether a claim (committed or assumed) under ``key`` holds devices or capacity."""
+        c = self._effective(key)
+        return c is not None and bool(c.dedicated or c.shared or c.capacity)
+
     def is_assumed(self, key: str) -> bool:
         """Whether an in-flight allocation is recorded under ``key``."""
         return key in self._assumed
