@@ -105,6 +105,7 @@ class Scheduler:
         self._claims_of: dict[str, frozenset[str]] = {}
         self._pods_of_claim: dict[str, set[str]] = {}
         self.heartbeat = time.monotonic()  # the loop last took a pod (or started)
+        self._turn = self.heartbeat  # when the loop last handed the event loop back
         self.running = False  # run() is on (a new leader catches up and rolls back first)
 
     def wants(self, pod: PodInfo) -> bool:
@@ -201,13 +202,12 @@ class Scheduler:
         ``scheduler_turn_seconds``: the watches, the lease renewal and the health server share it.
         (``pop`` returns without suspending while a pod is ready, so the loop must hand it back.)"""
         guard = GuardedLoop("scheduling")
-        turn = self.heartbeat = time.monotonic()
+        self._turn = self.heartbeat = time.monotonic()
 
         async def step() -> None:
-            nonlocal turn
             uid = await self.queue.pop(lambda: self.state.generation, self._inventory_stamp)
-            now = self.heartbeat = time.monotonic()
-            turn = max(turn, self.queue.woke_at)
+            self.heartbeat = time.monotonic()
+            self._turn = max(self._turn, self.queue.woke_at)
             self._publish_queue_depth()
             pod = self.state.pods.get(uid)
             if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
@@ -216,11 +216,7 @@ class Scheduler:
                 preemption = self.cycle(pod)
                 if preemption is not None:
                     await preemption
-                    turn = time.monotonic()
-            if now - turn >= self.settings.scheduler_turn_seconds:
-                metrics.SCHEDULER_YIELDS.inc()
-                await asyncio.sleep(0)
-                turn = time.monotonic()
+            await self._end_of_turn()
 
         async def go_on() -> None:
             pass
@@ -230,6 +226,13 @@ class Scheduler:
             await guard.run(step, go_on)
         finally:
             self.running = False
+
+    async def _end_of_turn(self) -> None:
+        """Hand the event loop back once this turn has held it ``scheduler_turn_seconds``."""
+        if time.monotonic() - self._turn >= self.settings.scheduler_turn_seconds:
+            metrics.SCHEDULER_YIELDS.inc()
+            await asyncio.sleep(0)
+            self._turn = time.monotonic()
 
     def _inventory_stamp(self) -> object:
         """What a broken class, slice or mapping may be healed by: any change of those (and, for a
@@ -354,7 +357,7 @@ class Scheduler:
         back every ``scheduler_turn_seconds``; the evictions run in a task of their own; the
         devices freed are held for the pod meanwhile."""
         metrics.PREEMPTION_ATTEMPTS.inc()
-        t0 = turn = time.monotonic()
+        t0 = time.monotonic()
         steps = preemption(
             pod,
             self.state,
@@ -372,10 +375,8 @@ class Scheduler:
                 except StopIteration as done:
                     outcome = done.value
                     break
-                if time.monotonic() - turn >= self.settings.scheduler_turn_seconds:
-                    metrics.SCHEDULER_YIELDS.inc()
-                    await asyncio.sleep(0)
-                    self.heartbeat = turn = time.monotonic()
+                await self._end_of_turn()
+                self.heartbeat = time.monotonic()
         except Exception:  # a bug must not stop scheduling; the pod is retried
             log.exception("preemption failed", pod=pod.key)
         self.heartbeat = time.monotonic()
