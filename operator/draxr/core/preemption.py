@@ -21,7 +21,15 @@ Beyond upstream (which cannot preempt for DRA devices in 1.37: KEP-5690 is open)
   (``status.extendedResourceClaimStatus``) and of every claim whose ``reservedFor`` holds only
   victims; a claim also reserved for a pod that stays, or for a non-pod consumer, stays allocated;
 * the devices the dry run found for the preemptor are returned (``Outcome.held``) so that the
-  shell holds them for it (ClusterState's tracker, ``claims.held_claim_key``) until it binds.
+  shell holds them for it (ClusterState's tracker, ``claims.held_claim_key``) until it binds, and
+  while the victims' claims are still allocated the preemptor waits (``releasing``) instead of
+  evicting again.
+
+Where KEP-5690 is still open, draxr decides: an admin-access result never counts as allocated
+(core.allocator), so freeing it frees nothing and a victim holding only such claims frees no
+device; a claim reserved for victims and for a pod that stays (or any non-pod consumer) stays
+allocated; a preemptor deleted (or bound elsewhere) while it waits loses its hold at once (the
+shell's Preemptor.release), and its victims are not brought back (as upstream).
 
 RemovePod/AddPod: node-local filters see the node's usage less the removed pods; for a pod whose
 filters read other pods or volumes (spreading, inter-pod affinity, the volume plugins) the removed
