@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from draxr import metrics
 from draxr.kube import EVENTS, NAMESPACES, PODS, RESOURCE_CLAIMS, Kube, Resource
 from draxr_dev.devcluster import fakedriver
 
@@ -130,6 +131,10 @@ async def scenario_cpu(kube: Kube, namespace: str, prefix: str, scheduler: str, 
         await fakedriver.delete(kube, objs)
 
 
+def _histogram_sum(h: Any) -> float:
+    return float(next(s.value for m in h.collect() for s in m.samples if s.name.endswith("_sum")))
+
+
 def _generic(note: str, nodes: tuple[str, str]) -> str:
     """A message with the test's node names replaced and the cluster's node count dropped."""
     for i, n in enumerate(nodes):
@@ -187,6 +192,8 @@ async def test_devices_are_preempted_and_held_for_the_preemptor(
         await eventually(lambda: running(kube, namespace, [p["metadata"]["name"] for p in fill]), timeout=90)
         before = {c["metadata"]["ownerReferences"][0]["name"]: c for c in await kube.list(RESOURCE_CLAIMS, namespace)}
         assert len(before) == 8
+        attempts0 = metrics.PREEMPTION_ATTEMPTS._value.get()
+        evictions0 = _histogram_sum(metrics.PREEMPTION_VICTIMS)
         await kube.create(PODS, body("hi", {ext: "2"}, SCHEDULER, priorities[100000], names), namespace)
 
         async def nominated() -> str | None:
@@ -227,6 +234,10 @@ async def test_devices_are_preempted_and_held_for_the_preemptor(
         assert sorted(e["regarding"]["name"] for e in events if e["reason"] == "Preempted") == gone
         victim_conditions = [e for e in events if e["reason"] == "Preempted"]
         assert all(e["reportingController"] == SCHEDULER for e in victim_conditions)
+        # The embedded operator's metrics (this process's registry): one preemption of two pods,
+        # and the attempts while the victims went.
+        assert metrics.PREEMPTION_ATTEMPTS._value.get() > attempts0
+        assert _histogram_sum(metrics.PREEMPTION_VICTIMS) - evictions0 == 2
     finally:
         await kube.request("DELETE", PODS.path(namespace), query={"gracePeriodSeconds": 0})
         await fakedriver.delete(kube, objs)
