@@ -27,6 +27,9 @@
 //	 "resourceSlices": [<ResourceSlice>],
 //	 "resourceClaims": [<ResourceClaim>],
 //	 "resourceClaimTemplates": [<ResourceClaimTemplate>],
+//	 // optional, for preemption cases (preemption.go):
+//	 "podDisruptionBudgets": [<policy/v1 PodDisruptionBudget>],
+//	 "preempt": true,                            // run PostFilter when no node is feasible
 //	 "pod": <v1 Pod to place>}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
@@ -35,7 +38,9 @@
 //	 "filter": {"<node>": null | {"plugin": "...", "code": "...", "reasons": ["..."]}},
 //	 "scores": {"<score plugin>": {"<feasible node>": <normalised, unweighted score>}},
 //	 "weights": {"<score plugin>": <weight>},
-//	 "total": {"<feasible node>": <weighted sum>}}
+//	 "total": {"<feasible node>": <weighted sum>},
+//	 "preemption": {...}}                          // only with "preempt" and no feasible node:
+//	                                               // see preemption.go
 //
 // or {"name": "...", "error": "..."} when the case is invalid or a plugin fails with an
 // error (not a rejection): upstream then fails the whole scheduling attempt.
@@ -66,8 +71,9 @@
 //     findNodesThatFitPod records for absent nodes, {"plugin": "", "code":
 //     "UnschedulableAndUnresolvable", "reasons": ["node(s) didn't satisfy plugin(s) [P ...]"]}.
 //     Any other status is an error of the case;
-//   - RunFilterPluginsWithNominatedPods on each remaining node (no pod is nominated, so it is
-//     RunFilterPlugins): null when it passes, else the first failing plugin, its status code
+//   - RunFilterPluginsWithNominatedPods on each remaining node, the nominated pods being the
+//     case's unbound, non-terminal pods with status.nominatedNodeName (the scheduling queue's
+//     nominator holds those): null when it passes, else the first failing plugin, its status code
 //     and reasons (a Filter plugin returning an error: code "Error", reasons [message]);
 //   - RunPreScorePlugins and RunScorePlugins on the feasible nodes, even when there is only
 //     one (upstream then skips scoring and takes it). scores[plugin][node] is the plugin's
@@ -108,6 +114,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -116,6 +123,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
@@ -133,6 +141,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
@@ -163,7 +172,10 @@ type testCase struct {
 	ResourceSlices         []*resourceapi.ResourceSlice         `json:"resourceSlices,omitempty"`
 	ResourceClaims         []*resourceapi.ResourceClaim         `json:"resourceClaims,omitempty"`
 	ResourceClaimTemplates []*resourceapi.ResourceClaimTemplate `json:"resourceClaimTemplates,omitempty"`
-	Pod                    *v1.Pod                              `json:"pod"`
+	// optional, for preemption cases (preemption.go):
+	PodDisruptionBudgets []*policyv1.PodDisruptionBudget `json:"podDisruptionBudgets,omitempty"`
+	Preempt              bool                            `json:"preempt,omitempty"`
+	Pod                  *v1.Pod                         `json:"pod"`
 }
 
 type nodeStatus struct {
@@ -178,6 +190,8 @@ type result struct {
 	Scores  map[string]map[string]int64 `json:"scores"`
 	Weights map[string]int64            `json:"weights"`
 	Total   map[string]int64            `json:"total"`
+	// Only for cases with "preempt": true where no node is feasible (preemption.go).
+	Preemption *preemptionResult `json:"preemption,omitempty"`
 }
 
 type failure struct {
@@ -204,14 +218,6 @@ func defaultProfile() (*schedulerapi.KubeSchedulerProfile, error) {
 	}
 	return &cfg.Profiles[0], nil
 }
-
-// noNominator: no pod is nominated to any node.
-type noNominator struct{}
-
-func (noNominator) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (noNominator) DeleteNominatedPodIfExists(*v1.Pod)                            {}
-func (noNominator) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (noNominator) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 // prepareForCreate returns the pod as kube-apiserver would store it on create (see the
 // package comment): PrepareForCreate on the internal type; status and generation kept.
@@ -364,6 +370,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	for _, o := range tc.ResourceClaimTemplates {
 		objects = append(objects, o)
 	}
+	for _, o := range tc.PodDisruptionBudgets {
+		objects = append(objects, o)
+	}
 	for i, o := range objects {
 		if o == nil || reflectNil(o) {
 			return nil, fmt.Errorf("object #%d of the case is null", i)
@@ -431,7 +440,16 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	}
 	csiManager := nodevolumelimits.NewCSIManager(informerFactory.Storage().V1().CSINodes().Lister())
 
-	schedFramework, err := frameworkruntime.NewFramework(ctx, r.registry, r.profile.DeepCopy(),
+	nominator, err := newCaseNominator(pod, pods)
+	if err != nil {
+		return nil, err
+	}
+	registry := r.registry
+	var preemptionPlugin *defaultpreemption.DefaultPreemption
+	if tc.Preempt {
+		registry = capturingRegistry(r.registry, &preemptionPlugin)
+	}
+	schedFramework, err := frameworkruntime.NewFramework(ctx, registry, r.profile.DeepCopy(),
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithSharedDRAManager(draManager),
@@ -442,7 +460,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		frameworkruntime.WithPodsInPreBind(frameworkruntime.NewPodsInPreBindMap()),
 		frameworkruntime.WithSharedCSIManager(csiManager),
 		frameworkruntime.WithPodGroupManager(schedulerCache),
-		frameworkruntime.WithPodNominator(noNominator{}),
+		frameworkruntime.WithPodNominator(nominator),
+		frameworkruntime.WithPodActivator(nominator),
+		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithLogger(logger),
 	)
 	if err != nil {
@@ -461,7 +481,17 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		return nil, errors.New("the DRA manager's caches did not sync")
 	}
 
-	return schedule(ctx, schedFramework, snapshot, pod)
+	res, cyc, err := schedule(ctx, schedFramework, snapshot, pod)
+	if err != nil {
+		return nil, err
+	}
+	if tc.Preempt && cyc.feasible == 0 {
+		res.Preemption, err = runPreemption(ctx, schedFramework, preemptionPlugin, cyc, pod, pods, tc.PodDisruptionBudgets)
+		if err != nil {
+			return nil, fmt.Errorf("preemption: %w", err)
+		}
+	}
+	return res, nil
 }
 
 // reflectNil: a JSON null in a list decodes to a typed nil pointer.
@@ -483,10 +513,10 @@ func statusOf(s *fwk.Status) *nodeStatus {
 
 // schedule mirrors schedulePod / findNodesThatFitPod / prioritizeNodes (schedule_one.go),
 // recording every node's filter outcome and every plugin's score.
-func schedule(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, error) {
+func schedule(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, *cycle, error) {
 	allNodes, err := snapshot.NodeInfos().List()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := &result{
 		Filter:  make(map[string]*nodeStatus, len(allNodes)),
@@ -500,20 +530,25 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 	}
 
 	state := framework.NewCycleState()
+	// The diagnosis findNodesThatFitPod builds, for PostFilter.
+	cyc := &cycle{state: state, diagnosis: framework.NewDefaultNodeToStatus(), numAllNodes: len(allNodes)}
 	preRes, s, unscheduledPlugins := f.RunPreFilterPlugins(ctx, state, pod)
 	if !s.IsSuccess() {
 		if !s.IsRejected() {
-			return nil, fmt.Errorf("PreFilter: %w", s.AsError())
+			return nil, nil, fmt.Errorf("PreFilter: %w", s.AsError())
 		}
 		for _, n := range allNodes {
 			res.Filter[n.Node().Name] = statusOf(s)
 		}
-		return res, nil
+		cyc.diagnosis.SetAbsentNodesStatus(s)
+		cyc.preFilterMsg = s.Message()
+		return res, cyc, nil
 	}
 	nodes := allNodes
 	if !preRes.AllNodes() {
 		absent := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(unscheduledPlugins)))
 		nodes = nil
+		cyc.diagnosis.SetAbsentNodesStatus(absent)
 		for _, n := range allNodes {
 			if preRes.NodeNames.Has(n.Node().Name) {
 				nodes = append(nodes, n)
@@ -530,18 +565,24 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 			feasible = append(feasible, n)
 			continue
 		}
+		if status.Code() == fwk.Error {
+			// schedulePod fails the attempt (no PostFilter); reported as the node's status.
+			cyc.feasible = -1
+		}
 		res.Filter[n.Node().Name] = statusOf(status)
+		cyc.diagnosis.Set(n.Node().Name, status)
 	}
 	if len(feasible) == 0 {
-		return res, nil
+		return res, cyc, nil
 	}
+	cyc.feasible = len(feasible)
 	// Upstream returns the only feasible node without scoring; scores are computed anyway.
 	if s := f.RunPreScorePlugins(ctx, state, pod, feasible); !s.IsSuccess() {
-		return nil, fmt.Errorf("PreScore: %w", s.AsError())
+		return nil, nil, fmt.Errorf("PreScore: %w", s.AsError())
 	}
 	nodeScores, s := f.RunScorePlugins(ctx, state, pod, feasible)
 	if !s.IsSuccess() {
-		return nil, fmt.Errorf("Score: %w", s.AsError())
+		return nil, nil, fmt.Errorf("Score: %w", s.AsError())
 	}
 	for plugin := range res.Scores {
 		for _, n := range feasible {
@@ -553,10 +594,10 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 		for _, ps := range ns.Scores {
 			weight := res.Weights[ps.Name]
 			if weight == 0 {
-				return nil, fmt.Errorf("score plugin %q has no weight", ps.Name)
+				return nil, nil, fmt.Errorf("score plugin %q has no weight", ps.Name)
 			}
 			if ps.Score%weight != 0 {
-				return nil, fmt.Errorf("score plugin %q: weighted score %d is not a multiple of its weight %d", ps.Name, ps.Score, weight)
+				return nil, nil, fmt.Errorf("score plugin %q: weighted score %d is not a multiple of its weight %d", ps.Name, ps.Score, weight)
 			}
 			if _, ok := res.Scores[ps.Name]; !ok {
 				res.Scores[ps.Name] = map[string]int64{}
@@ -564,7 +605,7 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 			res.Scores[ps.Name][ns.Name] = ps.Score / weight
 		}
 	}
-	return res, nil
+	return res, cyc, nil
 }
 
 func readCases(in io.Reader) ([]*testCase, error) {
