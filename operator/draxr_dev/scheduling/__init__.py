@@ -13,7 +13,8 @@ A case (JSON, Kubernetes objects in their v1 JSON form)::
      # optional (volume cases): "persistentVolumes", "persistentVolumeClaims", "storageClasses",
      # "csiNodes", "csiDrivers", "csiStorageCapacities", "volumeAttachments": lists of the v1 /
      # storage/v1 objects; (claim cases) "deviceClasses", "resourceSlices", "resourceClaims",
-     # "resourceClaimTemplates": lists of the resource.k8s.io/v1 objects
+     # "resourceClaimTemplates": lists of the resource.k8s.io/v1 objects; (preemption cases,
+     # casegen_preemption) "podDisruptionBudgets": policy/v1 objects and "preempt": true
      "pod": Pod (to place)}
 
 Pods are written as users write them (pod affinity matchLabelKeys / mismatchLabelKeys and
@@ -35,5 +36,7 @@ A result (the harness's output per case; the Python side returns the same, "weig
      "weights": {score plugin: int},
      "total": {feasible node: int (weighted sum)}}
 
-or ``{"name": str, "error": str}``.
+or ``{"name": str, "error": str}``. A preemption case where no node is feasible also gets
+"preemption" (PostFilter's outcome, see tests/scheduler_harness/preemption.go); its Python side is
+evaluate_preemption.
 """

@@ -1,0 +1,802 @@
+"""Preemption cases for the differential test of draxr's core.preemption against kube-scheduler 1.37.2's
+DefaultPreemption (tests/scheduler_harness, "preempt": true; see its preemption.go).
+
+``generate_preemption_case(seed, index)`` returns one case (the schema of draxr_dev.scheduling, with
+"podDisruptionBudgets" and "preempt": true). Every case is built on the node-local base:
+
+2-30 nodes with cpu, memory, pods and a device-plugin extended resource (sometimes pairs of twin
+nodes, identical down to their pods' start times, so that candidates tie on every criterion), filled
+with bound pods of several priorities (negative, equal to the incoming pod's, the extremes of int32
+and the system classes), start times (distinct within a node, or tied), labels, host ports; some
+pods terminating (some by preemption), some finished; PodDisruptionBudgets (matching or not,
+disruptionsAllowed 0-2, disruptedPods, empty and nil selectors, other namespaces); unbound pods
+nominated to nodes (status.nominatedNodeName) of higher, equal or lower priority than the incoming
+pod; and an incoming pod that does not fit anywhere without evictions (or not even with them, or
+fits after all), sometimes with preemptionPolicy Never, a host port, a node selector or tolerations
+of the nodes' taints, a node affinity on metadata.name (PreFilter narrows the nodes), a missing
+PersistentVolumeClaim (VolumeBinding's PreFilter turns it away before DynamicResources'), or a
+nominated node of its own (with a victim of its last preemption still terminating there).
+
+The families (FAMILIES) each add one thing a difference may come from, and only they have it:
+
+* ``preemption``: the base alone. Nothing reads other nodes' pods (no inter-pod terms, no hard
+  spreading), no pod matches two PodDisruptionBudgets, every bound pod has a start time.
+* ``preemption-pdb-overlap``: some bound pods match two PodDisruptionBudgets (upstream's
+  FilterVictimsWithPDBViolation then depends on their order; both sides are given the case's).
+* ``preemption-start-unset``: some bound pods have no status.startTime (upstream takes "now", read
+  when each victim is made, in the node's pod order).
+* ``preemption-beyond-node``: required inter-pod anti-affinity (the incoming pod's, or existing
+  pods' against it) or hard topology spreading that the victims take part in, so that the dry run's
+  RemovePod/AddPod extensions matter (tag ``preempt-beyond-node``); pods nominated to nodes carry no
+  labels, and no terminating pod is selected by the spreading.
+* ``preemption-nominated-beyond-node``: the same, and pods nominated to nodes (of at least the
+  incoming pod's priority) carry labels the incoming pod's anti-affinity or spreading selects
+  (upstream adds them with AddPod in the first pass of the filters).
+* ``preemption-spread-terminating``: hard spreading that selects terminating pods (upstream's
+  PreFilter leaves terminating pods out of the counts, its RemovePod/AddPod do not).
+* ``preemption-nominated-scoring`` (not the base): 2-6 nodes alike but for their load and an
+  incoming pod that fits on all, a pod of at least its priority nominated to the least loaded node
+  (upstream counts nominated pods in the filters, never in the scores).
+
+Determinism: each case draws from its own ``random.Random(f"{seed}/preemption/{index}")``.
+Victim order among pods of equal priority and start follows the node's pod order (the case's pod
+order on both sides); at most 11 pods per node keep Go's sort.Slice an insertion sort (stable).
+
+``PREEMPTION_TAGS`` (base) and ``BEYOND_TAGS``: what the differential test demands at least 20
+cases of.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "BEYOND_FAMILIES",
+    "BEYOND_FAMILY",
+    "BEYOND_TAGS",
+    "FAMILIES",
+    "LOCAL_FAMILY",
+    "NOMINATED_BEYOND_FAMILY",
+    "NOMINATED_SCORING_FAMILY",
+    "OVERLAP_FAMILY",
+    "PREEMPTION_TAGS",
+    "SPREAD_TERMINATING_FAMILY",
+    "UNSET_FAMILY",
+    "generate_preemption_case",
+    "generate_preemption_cases",
+]
+
+JSON = dict[str, Any]
+
+LOCAL_FAMILY = "preemption"
+OVERLAP_FAMILY = "preemption-pdb-overlap"
+UNSET_FAMILY = "preemption-start-unset"
+BEYOND_FAMILY = "preemption-beyond-node"
+NOMINATED_BEYOND_FAMILY = "preemption-nominated-beyond-node"
+SPREAD_TERMINATING_FAMILY = "preemption-spread-terminating"
+NOMINATED_SCORING_FAMILY = "preemption-nominated-scoring"
+# family -> weight
+FAMILIES = {
+    LOCAL_FAMILY: 10,
+    OVERLAP_FAMILY: 3,
+    UNSET_FAMILY: 3,
+    BEYOND_FAMILY: 4,
+    NOMINATED_BEYOND_FAMILY: 2,
+    SPREAD_TERMINATING_FAMILY: 2,
+    NOMINATED_SCORING_FAMILY: 1,
+}
+BEYOND_FAMILIES = (BEYOND_FAMILY, NOMINATED_BEYOND_FAMILY, SPREAD_TERMINATING_FAMILY)
+BEYOND_TAG = "preempt-beyond-node"
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = ("zone-a", "zone-b", "zone-c")
+GPU = "example.com/gpu"
+NAMESPACES = ("default", "team-a")
+APPS = ("web", "db", "batch", "cache")
+PORT = 8080
+MAX_POD_PRIORITY = 2**31 - 1
+MIN_POD_PRIORITY = -(2**31)
+# Priorities of existing pods: several levels, negative ones, the extremes, the system classes.
+PRIORITIES = (-100, -100, 0, 0, 0, 10, 10, 50, 100, 100, 1000, 1000000)
+RARE_PRIORITIES = (MIN_POD_PRIORITY, -1, 2000000000, 2000001000, 1000000000)
+INCOMING_PRIORITIES = (0, 10, 50, 100, 100, 1000, 1000, 1000000, 2000000000)
+EPOCH = datetime(2024, 3, 1, tzinfo=UTC)
+DELETED = "2024-04-01T00:00:00Z"
+PREEMPTED = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+
+PREEMPTION_TAGS = (
+    "nodes:2",
+    "nodes:many",
+    "nodes:twins",
+    "node:extended",
+    "node:taint",
+    "node:unschedulable",
+    "node:pods-small",
+    "pods:priority-negative",
+    "pods:priority-extreme",
+    "pods:priority-equal-incoming",
+    "pods:start-missing",
+    "pods:start-ties",
+    "pods:terminating",
+    "pods:terminating-preempted",
+    "pods:terminal",
+    "pods:hostPort",
+    "pods:extended",
+    "pods:uniform-priority",
+    "pdb:matching",
+    "pdb:other-namespace",
+    "pdb:empty-selector",
+    "pdb:nil-selector",
+    "pdb:expressions",
+    "pdb:disrupted",
+    "pdb:allowed-0",
+    "pdb:allowed-1",
+    "pdb:allowed-2",
+    "pdb:overlap",
+    "nominated:higher",
+    "nominated:equal",
+    "nominated:lower",
+    "nominated:hostPort",
+    "pod:never",
+    "pod:nominated",
+    "pod:nominated-terminating-victim",
+    "pod:hostPort",
+    "pod:nodeSelector",
+    "pod:tolerations",
+    "pod:extended",
+    "pod:memory",
+    "pod:huge",
+    "pod:above-free",
+    "pod:matchFields",
+    "pod:matchFields-none",
+    "pod:pvc-missing",
+    "nominated:on-least-loaded",
+)
+BEYOND_TAGS = (
+    BEYOND_TAG,
+    "beyond:anti-affinity",
+    "beyond:existing-anti-affinity",
+    "beyond:spread",
+    "beyond:key:hostname",
+    "beyond:key:zone",
+    "beyond:nominated-labels",
+    "beyond:spread-terminating",
+)
+
+
+class _Gen:
+    def __init__(self, r: random.Random, family: str) -> None:
+        self.r = r
+        self.family = family
+        self.tags: set[str] = set()
+        self.times: set[int] = set()
+
+    def tag(self, *tags: str) -> None:
+        self.tags.update(tags)
+
+
+def _time(seconds: int) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _milli(m: int) -> str:
+    return f"{m}m" if m % 1000 else str(m // 1000)
+
+
+def _mebi(mi: int) -> str:
+    return f"{mi // 1024}Gi" if mi % 1024 == 0 else f"{mi}Mi"
+
+
+def _node(g: _Gen, i: int, like: JSON | None = None) -> JSON:
+    r = g.r
+    name = f"node-{i}"
+    if like is not None:  # a twin: the same but for its name
+        twin = copy.deepcopy(like)
+        twin["metadata"].update(name=name, uid=f"node-uid-{i}")
+        twin["metadata"]["labels"][HOSTNAME] = name
+        return twin
+    labels = {HOSTNAME: name, ZONE: ZONES[i % 3] if r.random() < 0.7 else r.choice(ZONES)}
+    cpu = r.choice((2000, 4000, 4000, 8000, 16000))
+    mem = r.choice((4096, 8192, 8192, 16384))
+    pods = r.choice((110, 110, 110, 110, 8, 6, 4, 3))
+    if pods <= 6:
+        g.tag("node:pods-small")
+    alloc = {"cpu": _milli(cpu), "memory": _mebi(mem), "pods": str(pods)}
+    if r.random() < 0.4:
+        alloc[GPU] = str(r.choice((1, 2, 4, 8)))
+        g.tag("node:extended")
+    spec: JSON = {}
+    if r.random() < 0.12:
+        spec["taints"] = [{"key": "dedicated", "value": r.choice(("a", "b")), "effect": "NoSchedule"}]
+        g.tag("node:taint")
+    if r.random() < 0.04:
+        spec["unschedulable"] = True
+        g.tag("node:unschedulable")
+    return {
+        "metadata": {"name": name, "uid": f"node-uid-{i}", "labels": labels},
+        "spec": spec,
+        "status": {"capacity": dict(alloc), "allocatable": alloc},
+    }
+
+
+def _alloc(node: Mapping[str, Any], key: str) -> int:
+    value = str(node["status"]["allocatable"].get(key, "0"))
+    if key == "cpu":
+        return int(value[:-1]) if value.endswith("m") else int(value) * 1000
+    if key == "memory":
+        return int(value[:-2]) * 1024 if value.endswith("Gi") else int(value[:-2])
+    return int(value)
+
+
+def _cpu_of(pod: Mapping[str, Any]) -> int:
+    cpu = str(pod["spec"]["containers"][0].get("resources", {}).get("requests", {}).get("cpu", "0"))
+    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+
+
+def _free_cpu(node: Mapping[str, Any], pods: Sequence[JSON]) -> int:
+    name = node["metadata"]["name"]
+    used = sum(
+        _cpu_of(p)
+        for p in pods
+        if p["spec"].get("nodeName") == name and p["status"]["phase"] not in ("Succeeded", "Failed")
+    )
+    return max(0, _alloc(node, "cpu") - used)
+
+
+def _priority(g: _Gen, uniform: int | None) -> int:
+    r = g.r
+    if uniform is not None:
+        return uniform
+    if r.random() < 0.05:
+        p = r.choice(RARE_PRIORITIES)
+        g.tag("pods:priority-extreme")
+    else:
+        p = r.choice(PRIORITIES)
+    if p < 0:
+        g.tag("pods:priority-negative")
+    return p
+
+
+def _labels(r: random.Random) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    if r.random() < 0.85:
+        labels["app"] = r.choice(APPS)
+    if r.random() < 0.4:
+        labels["tier"] = r.choice(("frontend", "backend"))
+    return labels
+
+
+def _start(g: _Gen, ties: bool) -> str | None:
+    r = g.r
+    if g.family == UNSET_FAMILY and r.random() < 0.5:
+        g.tag("pods:start-missing")
+        return None
+    if ties:
+        g.tag("pods:start-ties")
+        return _time(r.choice((0, 3600, 7200)))
+    while True:
+        t = r.randint(0, 30 * 86400)
+        if t not in g.times:
+            g.times.add(t)
+            return _time(t)
+
+
+def _container(cpu: int, mem: int, gpu: int = 0, port: bool = False) -> JSON:
+    req: JSON = {}
+    if cpu:
+        req["cpu"] = _milli(cpu)
+    if mem:
+        req["memory"] = _mebi(mem)
+    if gpu:
+        req[GPU] = str(gpu)
+    c: JSON = {"name": "c0", "image": "registry.example.com/app:1"}
+    if req:
+        c["resources"] = {"requests": req}
+        if gpu:
+            c["resources"]["limits"] = {GPU: str(gpu)}
+    if port:
+        c["ports"] = [{"containerPort": 80, "hostPort": PORT, "protocol": "TCP"}]
+    return c
+
+
+def _pod(name: str, ns: str, labels: Mapping[str, str], spec: JSON, status: JSON) -> JSON:
+    meta: JSON = {"name": name, "namespace": ns, "uid": f"uid-{name}"}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def _terminate(pod: JSON, by_preemption: bool) -> None:
+    pod["metadata"]["deletionTimestamp"] = DELETED
+    pod["metadata"]["deletionGracePeriodSeconds"] = 30
+    if by_preemption:
+        pod["status"]["conditions"] = copy.deepcopy(PREEMPTED)
+
+
+def make_node_pods(g: _Gen, node: JSON, pods: list[JSON], uniform: int | None, ties: bool) -> None:
+    """Bound pods filling ``node`` to 60-115 % of its cpu (and memory, GPUs, the port), appended."""
+    r = g.r
+    name = node["metadata"]["name"]
+    cpu, mem, gpus = _alloc(node, "cpu"), _alloc(node, "memory"), _alloc(node, GPU)
+    limit = min(11, _alloc(node, "pods"))
+    target = cpu * r.uniform(0.6, 1.15)
+    used = 0
+    port_taken = False
+    for _ in range(limit if r.random() < 0.9 else r.randint(0, limit)):
+        if used >= target:
+            break
+        want = r.choice((100, 250, 500, 500, 1000, 1000, 2000, 4000))
+        want = min(want, max(100, int(target - used) // 100 * 100 or 100))
+        used += want
+        memory = int(mem * want / cpu * r.uniform(0.5, 1.3)) // 64 * 64 if r.random() < 0.85 else 0
+        gpu = r.choice((0, 0, 1, 1, 2)) if gpus else 0
+        if gpu:
+            g.tag("pods:extended")
+        port = not port_taken and r.random() < 0.12
+        if port:
+            port_taken = True
+            g.tag("pods:hostPort")
+        spec: JSON = {
+            "nodeName": name,
+            "priority": _priority(g, uniform),
+            "containers": [_container(want, memory, gpu, port)],
+        }
+        status: JSON = {"phase": "Running"}
+        start = _start(g, ties)
+        if start is not None:
+            status["startTime"] = start
+        i = len(pods)
+        pod = _pod(f"pod-{i}", r.choice(NAMESPACES), _labels(r), spec, status)
+        roll = r.random()
+        if roll < 0.04:
+            by_preemption = r.random() < 0.5
+            _terminate(pod, by_preemption)
+            g.tag("pods:terminating", *(("pods:terminating-preempted",) if by_preemption else ()))
+        elif roll < 0.07:
+            status["phase"] = r.choice(("Succeeded", "Failed"))
+            g.tag("pods:terminal")
+        pods.append(pod)
+
+
+def make_cluster(g: _Gen, count: int) -> tuple[list[JSON], list[JSON]]:
+    """The nodes and their bound pods; with twins, the second half copies the first, pods included."""
+    r = g.r
+    uniform = r.choice(PRIORITIES) if r.random() < (0.6 if g.family == UNSET_FAMILY else 0.15) else None
+    if uniform is not None:
+        g.tag("pods:uniform-priority")
+    ties = r.random() < 0.2
+    twins = count >= 2 and r.random() < 0.15
+    base = count // 2 if twins else count
+    nodes = [_node(g, i) for i in range(base)]
+    pods: list[JSON] = []
+    for node in nodes:
+        make_node_pods(g, node, pods, uniform, ties)
+    if twins:
+        g.tag("nodes:twins")
+        for i in range(base, count):
+            original = nodes[i % base]
+            twin = _node(g, i, like=original)
+            nodes.append(twin)
+            for p in [p for p in pods if p["spec"]["nodeName"] == original["metadata"]["name"]]:
+                copied = copy.deepcopy(p)
+                name = f"pod-{len(pods)}"
+                copied["metadata"].update(name=name, uid=f"uid-{name}")
+                copied["spec"]["nodeName"] = twin["metadata"]["name"]
+                pods.append(copied)
+    return nodes, pods
+
+
+# -- PodDisruptionBudgets -------------------------------------------------------------------------
+
+
+def _pdb_selector(g: _Gen) -> tuple[JSON | None, bool]:
+    """(spec.selector or None, whether to include it at all)."""
+    r = g.r
+    roll = r.random()
+    if roll < 0.06:
+        g.tag("pdb:nil-selector")
+        return None, False
+    if roll < 0.12:
+        g.tag("pdb:empty-selector")
+        return {}, True
+    if roll < 0.3:
+        g.tag("pdb:expressions")
+        op = r.choice(("In", "NotIn", "Exists", "DoesNotExist"))
+        expr: JSON = {"key": r.choice(("app", "tier")), "operator": op}
+        if op in ("In", "NotIn"):
+            expr["values"] = r.sample(APPS, r.randint(1, 2)) if expr["key"] == "app" else ["frontend"]
+        return {"matchExpressions": [expr]}, True
+    sel: JSON = {"matchLabels": {"app": r.choice(APPS)}}
+    if r.random() < 0.2:
+        sel["matchLabels"]["tier"] = r.choice(("frontend", "backend"))
+    return sel, True
+
+
+def _matches(sel: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A PodDisruptionBudget's selector as preemption reads it: nil or empty matches nothing."""
+    if not sel:
+        return False
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or ():
+        has = e["key"] in labels
+        op = e["operator"]
+        if op == "In" and not (has and labels[e["key"]] in e["values"]):
+            return False
+        if op == "NotIn" and has and labels[e["key"]] in e["values"]:
+            return False
+        if op == "Exists" and not has:
+            return False
+        if op == "DoesNotExist" and has:
+            return False
+    return True
+
+
+def _matching(pdb: Mapping[str, Any], pods: Sequence[JSON]) -> list[JSON]:
+    """The bound pods the budget counts (pods without labels are never counted)."""
+    return [
+        p
+        for p in pods
+        if p["spec"].get("nodeName")
+        and p["metadata"].get("labels")
+        and p["metadata"]["namespace"] == pdb["metadata"]["namespace"]
+        and _matches(pdb["spec"].get("selector"), p["metadata"]["labels"])
+    ]
+
+
+def _pdb(g: _Gen, i: int, ns: str, selector: JSON | None, allowed: int, pods: Sequence[JSON]) -> JSON:
+    r = g.r
+    spec: JSON = {"minAvailable": 1}
+    if selector is not None:
+        spec["selector"] = selector
+    g.tag(f"pdb:allowed-{allowed}")
+    status: JSON = {
+        "disruptionsAllowed": allowed,
+        "currentHealthy": 3,
+        "desiredHealthy": 2,
+        "expectedPods": 3,
+        "observedGeneration": 1,
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"pdb-{i}", "namespace": ns, "uid": f"pdb-uid-{i}", "generation": 1},
+        "spec": spec,
+        "status": status,
+    }
+    matching = _matching(pdb, pods)
+    if matching:
+        g.tag("pdb:matching")
+    if any(p["metadata"]["namespace"] != ns for p in pods):
+        g.tag("pdb:other-namespace")
+    if matching and r.random() < 0.3:
+        status["disruptedPods"] = {p["metadata"]["name"]: DELETED for p in r.sample(matching, min(len(matching), 2))}
+        g.tag("pdb:disrupted")
+    return pdb
+
+
+def make_pdbs(g: _Gen, pods: Sequence[JSON]) -> list[JSON]:
+    """Budgets; outside the overlap family no bound pod matches two of them, in it some do."""
+    r = g.r
+    pdbs: list[JSON] = []
+    overlap = g.family == OVERLAP_FAMILY
+    if overlap:
+        number = r.choice((0, 1, 2))
+    elif g.family == UNSET_FAMILY:
+        # Budgets that split victims of equal priority into violating and not: one for two apps
+        # with no disruption allowed, per namespace.
+        number = r.choice((0, 1))
+        for ns in NAMESPACES:
+            two: JSON = {"matchExpressions": [{"key": "app", "operator": "In", "values": r.sample(APPS, 2)}]}
+            pdbs.append(_pdb(g, len(pdbs), ns, two, 0, pods))
+    else:
+        number = r.choice((0, 0, 1, 1, 1, 2, 2, 3, 4))
+    for _ in range(number):
+        selector, present = _pdb_selector(g)
+        pdb = _pdb(g, len(pdbs), r.choice(NAMESPACES), selector if present else None, r.choice((0, 0, 1, 1, 2)), pods)
+        counted = {p["metadata"]["uid"] for b in pdbs for p in _matching(b, pods)}
+        if not overlap and any(p["metadata"]["uid"] in counted for p in _matching(pdb, pods)):
+            continue  # it would make a pod match two budgets
+        pdbs.append(pdb)
+    labelled = [p for p in pods if p["spec"].get("nodeName") and p["metadata"].get("labels", {}).get("app")]
+    if overlap and labelled:
+        # Two budgets that count the same pods: one for an app (most often first, with no
+        # disruption allowed: upstream then stops at it), one for several apps (or any app).
+        some = r.choice(labelled)
+        ns, app = some["metadata"]["namespace"], some["metadata"]["labels"]["app"]
+        other = r.choice([a for a in APPS if a != app])
+        for p in pods:
+            if p["metadata"]["namespace"] == ns and p["metadata"].get("labels") and r.random() < 0.7:
+                p["metadata"]["labels"]["app"] = r.choice((app, other))
+        wide: JSON = r.choice(
+            (
+                {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                {"matchExpressions": [{"key": "app", "operator": "In", "values": [app, other]}]},
+                {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+            )
+        )
+        pair = [
+            _pdb(g, len(pdbs), ns, {"matchLabels": {"app": app}}, r.choice((0, 0, 0, 1)), pods),
+            _pdb(g, len(pdbs) + 1, ns, wide, r.choice((0, 1, 1, 1, 2)), pods),
+        ]
+        if r.random() < 0.2:
+            pair.reverse()
+        for i, pdb in enumerate(pair):
+            pdb["metadata"].update(name=f"pdb-{len(pdbs) + i}", uid=f"pdb-uid-{len(pdbs) + i}")
+        pdbs += pair
+    counts: dict[str, int] = {}
+    for b in pdbs:
+        for p in _matching(b, pods):
+            counts[p["metadata"]["uid"]] = counts.get(p["metadata"]["uid"], 0) + 1
+    if any(n > 1 for n in counts.values()):
+        g.tag("pdb:overlap")
+    return pdbs
+
+
+# -- pending pods ---------------------------------------------------------------------------------
+
+
+def make_nominated_pods(g: _Gen, nodes: Sequence[JSON], incoming: int) -> list[JSON]:
+    r = g.r
+    out: list[JSON] = []
+    if r.random() >= (0.9 if g.family == NOMINATED_BEYOND_FAMILY else 0.4):
+        return out
+    for j in range(r.randint(1, 3)):
+        node = r.choice(nodes)["metadata"]["name"]
+        roll = r.random()
+        if roll < 0.4 or (j == 0 and g.family == NOMINATED_BEYOND_FAMILY):
+            priority = incoming + r.choice((1, 100)) if incoming < MAX_POD_PRIORITY - 100 else incoming
+            g.tag("nominated:higher" if priority > incoming else "nominated:equal")
+        elif roll < 0.6:
+            priority = incoming
+            g.tag("nominated:equal")
+        else:
+            priority = incoming - r.choice((1, 100))
+            g.tag("nominated:lower")
+        port = r.random() < 0.15
+        if port:
+            g.tag("nominated:hostPort")
+        cpu = r.choice((250, 500, 1000, 2000))
+        spec: JSON = {"priority": priority, "containers": [_container(cpu, r.choice((0, 256, 1024)), 0, port)]}
+        # Labels matter only to inter-pod terms: the beyond-node families set them (_beyond).
+        labels = {"app": r.choice(APPS)} if g.family not in BEYOND_FAMILIES and r.random() < 0.5 else {}
+        status = {"phase": "Pending", "nominatedNodeName": node}
+        out.append(_pod(f"nominated-{j}", r.choice(NAMESPACES), labels, spec, status))
+    return out
+
+
+def make_incoming(g: _Gen, nodes: Sequence[JSON], pods: list[JSON]) -> tuple[JSON, int]:
+    r = g.r
+    priority = r.choice(INCOMING_PRIORITIES)
+    if any(p["spec"].get("priority") == priority for p in pods):
+        g.tag("pods:priority-equal-incoming")
+    target = r.choice(nodes)
+    roll = r.random()
+    cpu = mem = gpu = 0
+    if roll < 0.05:
+        cpu = max(_alloc(n, "cpu") for n in nodes) + 1000
+        g.tag("pod:huge")
+    elif roll < 0.2:
+        mem = int(_alloc(target, "memory") * r.uniform(0.3, 1.0)) // 64 * 64 or 64
+        cpu = r.choice((0, 100))
+        g.tag("pod:memory")
+    elif roll < 0.3 and _alloc(target, GPU):
+        gpu = r.randint(1, _alloc(target, GPU))
+        cpu = r.choice((0, 250))
+        g.tag("pod:extended")
+    elif g.family == UNSET_FAMILY and roll < 0.8:
+        # Most of the largest node: all or most of its pods are victims, in the order this family
+        # is about (violating ones and others, sorted again).
+        cpu = int(max(_alloc(n, "cpu") for n in nodes) * r.uniform(0.85, 1.0)) // 100 * 100
+    elif roll < 0.65:
+        # Just more than the most free cpu of any node: only evictions make room.
+        most = max(_alloc(n, "cpu") for n in nodes)
+        cpu = min(most, max(_free_cpu(n, pods) for n in nodes) + r.choice((100, 500)))
+        mem = r.choice((0, 0, 128, 512))
+        g.tag("pod:above-free")
+    else:
+        cpu = int(_alloc(target, "cpu") * r.uniform(0.3, 1.0)) // 100 * 100 or 100
+        mem = r.choice((0, 0, 128, 512))
+    port = r.random() < 0.2
+    if port:
+        g.tag("pod:hostPort")
+    spec: JSON = {"priority": priority, "containers": [_container(cpu, mem, gpu, port)]}
+    if r.random() < 0.08:
+        spec["preemptionPolicy"] = "Never"
+        g.tag("pod:never")
+    else:
+        spec["preemptionPolicy"] = "PreemptLowerPriority"
+    if r.random() < 0.15:
+        spec["nodeSelector"] = {ZONE: r.choice(ZONES)}
+        g.tag("pod:nodeSelector")
+    if any(n["spec"].get("taints") for n in nodes) and r.random() < 0.5:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
+        g.tag("pod:tolerations")
+    roll = r.random()
+    names: list[str] = []
+    if roll < 0.05:
+        names = [n["metadata"]["name"] for n in r.sample(list(nodes), max(1, len(nodes) // 2))]
+        g.tag("pod:matchFields")
+    elif roll < 0.07:
+        names = ["node-gone"]
+        g.tag("pod:matchFields-none")
+    if names:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": names}]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    if r.random() < 0.02:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
+        g.tag("pod:pvc-missing")
+    status: JSON = {"phase": "Pending"}
+    if r.random() < 0.1:
+        nominated = r.choice(nodes)["metadata"]["name"]
+        status["nominatedNodeName"] = nominated
+        g.tag("pod:nominated")
+        lower = [
+            p
+            for p in pods
+            if p["spec"]["nodeName"] == nominated
+            and p["spec"]["priority"] < priority
+            and p["status"]["phase"] == "Running"
+        ]
+        if lower and r.random() < 0.6:
+            _terminate(r.choice(lower), True)
+            g.tag("pod:nominated-terminating-victim", "pods:terminating", "pods:terminating-preempted")
+    labels = {"app": r.choice(APPS)} if g.family in BEYOND_FAMILIES or r.random() < 0.5 else {}
+    return _pod("incoming", r.choice(NAMESPACES), labels, spec, status), priority
+
+
+# -- beyond the node ------------------------------------------------------------------------------
+
+
+def _beyond(g: _Gen, pod: JSON, pods: list[JSON], nominated: list[JSON]) -> None:
+    """Inter-pod terms the victims take part in (and, by family, nominated pods and terminating pods)."""
+    r = g.r
+    g.tag(BEYOND_TAG)
+    app = pod["metadata"]["labels"]["app"]
+    ns = pod["metadata"]["namespace"]
+    key = r.choice((HOSTNAME, HOSTNAME, ZONE))
+    g.tag("beyond:key:hostname" if key == HOSTNAME else "beyond:key:zone")
+    if g.family == SPREAD_TERMINATING_FAMILY:
+        mode = "spread"
+    elif g.family == NOMINATED_BEYOND_FAMILY:
+        mode = r.choice(("anti", "spread"))  # what nominated pods' labels take part in
+    else:
+        mode = r.choice(("anti", "anti", "existing", "existing", "spread", "spread"))
+    selected = app  # the label value the incoming pod's own term selects
+    if mode == "anti":
+        # The incoming pod's required anti-affinity against pods some of which are victims.
+        selected = r.choice(APPS)
+        pod["spec"].setdefault("affinity", {})["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": selected}}, "topologyKey": key}
+            ]
+        }
+        g.tag("beyond:anti-affinity")
+        for p in pods:
+            if p["metadata"]["namespace"] == ns and r.random() < 0.3:
+                p["metadata"].setdefault("labels", {})["app"] = selected
+    elif mode == "existing":
+        # Existing pods' required anti-affinity against the incoming pod.
+        for p in pods:
+            if r.random() < 0.25:
+                term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, "namespaces": [ns]}
+                p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        g.tag("beyond:existing-anti-affinity")
+    else:
+        pod["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+        ]
+        g.tag("beyond:spread")
+        for p in pods:
+            if p["metadata"]["namespace"] == ns and r.random() < 0.35:
+                p["metadata"].setdefault("labels", {})["app"] = app
+        selects = [
+            p for p in pods if p["metadata"]["namespace"] == ns and p["metadata"].get("labels", {}).get("app") == app
+        ]
+        terminating = [p for p in selects if p["metadata"].get("deletionTimestamp")]
+        if g.family == SPREAD_TERMINATING_FAMILY:
+            bound = [
+                p for p in selects if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")
+            ]
+            for p in r.sample(bound, min(len(bound), r.randint(1, 3))):
+                _terminate(p, r.random() < 0.5)
+            g.tag("beyond:spread-terminating", "pods:terminating")
+        else:
+            for p in terminating:  # the spreading selects no terminating pod
+                p["metadata"]["labels"]["app"] = next(a for a in APPS if a != app)
+    if g.family == NOMINATED_BEYOND_FAMILY:
+        for p in nominated:
+            p["metadata"]["namespace"] = ns
+            p["metadata"]["labels"] = {"app": selected}
+        if nominated:
+            g.tag("beyond:nominated-labels")
+
+
+def _nominated_scoring(g: _Gen) -> tuple[list[JSON], list[JSON], JSON]:
+    """Nodes alike but for their load, the least loaded one with a pod of at least the incoming
+    pod's priority nominated to it, and an incoming pod that fits everywhere."""
+    r = g.r
+    nodes: list[JSON] = []
+    pods: list[JSON] = []
+    for i in range(r.randint(2, 6)):
+        alloc = {"cpu": "8", "memory": "16Gi", "pods": "110"}
+        labels = {HOSTNAME: f"node-{i}", ZONE: ZONES[i % 3]}
+        nodes.append(
+            {
+                "metadata": {"name": f"node-{i}", "uid": f"node-uid-{i}", "labels": labels},
+                "spec": {},
+                "status": {"capacity": dict(alloc), "allocatable": alloc},
+            }
+        )
+        for _ in range(i):
+            spec = {"nodeName": f"node-{i}", "priority": 0, "containers": [_container(500, 1024)]}
+            name = f"pod-{len(pods)}"
+            status = {"phase": "Running", "startTime": _start(g, False)}
+            pods.append(_pod(name, r.choice(NAMESPACES), _labels(r), spec, status))
+    priority = r.choice(INCOMING_PRIORITIES[:-1])
+    spec = {"priority": priority + r.choice((0, 1, 100)), "containers": [_container(4000, 8192)]}
+    status = {"phase": "Pending", "nominatedNodeName": "node-0"}
+    pods.append(_pod("nominated-0", r.choice(NAMESPACES), {}, spec, status))
+    g.tag("nominated:on-least-loaded")
+    spec = {"priority": priority, "preemptionPolicy": "PreemptLowerPriority", "containers": [_container(500, 512)]}
+    return nodes, pods, _pod("incoming", r.choice(NAMESPACES), {}, spec, {"phase": "Pending"})
+
+
+def generate_preemption_case(seed: int, index: int) -> JSON:
+    r = random.Random(f"{seed}/preemption/{index}")
+    family = r.choices(list(FAMILIES), weights=list(FAMILIES.values()))[0]
+    g = _Gen(r, family)
+    if family == NOMINATED_SCORING_FAMILY:
+        nodes, pods, pod = _nominated_scoring(g)
+        return {
+            "name": f"{family}-{index:05d}",
+            "family": family,
+            "tags": sorted(g.tags),
+            "preempt": True,
+            "nodes": nodes,
+            "pods": pods,
+            "namespaces": [
+                {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}} for ns in NAMESPACES
+            ],
+            "podDisruptionBudgets": [],
+            "pod": pod,
+        }
+    count = r.choice((2, 2, 3, 3, 4, 4, 5, 6, 7, 8, 10, 12, 16, 20, 25, 30))
+    if count == 2:
+        g.tag("nodes:2")
+    if count >= 16:
+        g.tag("nodes:many")
+    nodes, pods = make_cluster(g, count)
+    pod, priority = make_incoming(g, nodes, pods)
+    nominated = make_nominated_pods(g, nodes, priority)
+    if family in BEYOND_FAMILIES:
+        _beyond(g, pod, pods, nominated)
+    pdbs = make_pdbs(g, pods)
+    return {
+        "name": f"{family}-{index:05d}",
+        "family": family,
+        "tags": sorted(g.tags),
+        "preempt": True,
+        "nodes": nodes,
+        "pods": pods + nominated,
+        "namespaces": [{"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}} for ns in NAMESPACES],
+        "podDisruptionBudgets": pdbs,
+        "pod": pod,
+    }
+
+
+def generate_preemption_cases(seed: int, count: int) -> list[JSON]:
+    return [generate_preemption_case(seed, i) for i in range(count)]
