@@ -506,30 +506,29 @@ def make_pdbs(g: _Gen, pods: Sequence[JSON]) -> list[JSON]:
         pdbs.append(pdb)
     labelled = [p for p in pods if p["spec"].get("nodeName") and p["metadata"].get("labels", {}).get("app")]
     if overlap and labelled:
-        # Two budgets that count the same pods: one for an app (most often first, with no
-        # disruption allowed: upstream then stops at it), one for several apps (or any app).
-        some = r.choice(labelled)
-        ns, app = some["metadata"]["namespace"], some["metadata"]["labels"]["app"]
-        other = r.choice([a for a in APPS if a != app])
-        for p in pods:
-            if p["metadata"]["namespace"] == ns and p["metadata"].get("labels") and r.random() < 0.7:
-                p["metadata"]["labels"]["app"] = r.choice((app, other))
-        wide: JSON = r.choice(
-            (
-                {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
-                {"matchExpressions": [{"key": "app", "operator": "In", "values": [app, other]}]},
-                {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+        # Per namespace, two budgets that count the same pods: one for an app (most often first,
+        # with no disruption allowed: upstream then stops at it), one for it and another app (or
+        # any app), with one disruption or two allowed.
+        for ns in NAMESPACES:
+            app, other = r.sample(APPS, 2)
+            for p in pods:
+                if p["metadata"]["namespace"] == ns and r.random() < 0.8:
+                    p["metadata"].setdefault("labels", {})["app"] = r.choice((app, other))
+            wide: JSON = r.choice(
+                (
+                    {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                    {"matchExpressions": [{"key": "app", "operator": "In", "values": [app, other]}]},
+                )
             )
-        )
-        pair = [
-            _pdb(g, len(pdbs), ns, {"matchLabels": {"app": app}}, r.choice((0, 0, 0, 1)), pods),
-            _pdb(g, len(pdbs) + 1, ns, wide, r.choice((0, 1, 1, 1, 2)), pods),
-        ]
-        if r.random() < 0.2:
-            pair.reverse()
-        for i, pdb in enumerate(pair):
-            pdb["metadata"].update(name=f"pdb-{len(pdbs) + i}", uid=f"pdb-uid-{len(pdbs) + i}")
-        pdbs += pair
+            pair = [
+                _pdb(g, 0, ns, {"matchLabels": {"app": app}}, r.choice((0, 0, 0, 1)), pods),
+                _pdb(g, 0, ns, wide, r.choice((1, 1, 1, 2)), pods),
+            ]
+            if r.random() < 0.2:
+                pair.reverse()
+            for pdb in pair:
+                pdb["metadata"].update(name=f"pdb-{len(pdbs)}", uid=f"pdb-uid-{len(pdbs)}")
+                pdbs.append(pdb)
     counts: dict[str, int] = {}
     for b in pdbs:
         for p in _matching(b, pods):
@@ -573,7 +572,7 @@ def make_nominated_pods(g: _Gen, nodes: Sequence[JSON], incoming: int) -> list[J
 
 def make_incoming(g: _Gen, nodes: Sequence[JSON], pods: list[JSON]) -> tuple[JSON, int]:
     r = g.r
-    priority = r.choice(INCOMING_PRIORITIES)
+    priority = r.choice(INCOMING_PRIORITIES if g.family != OVERLAP_FAMILY else INCOMING_PRIORITIES[-4:])
     if any(p["spec"].get("priority") == priority for p in pods):
         g.tag("pods:priority-equal-incoming")
     target = r.choice(nodes)
@@ -590,9 +589,9 @@ def make_incoming(g: _Gen, nodes: Sequence[JSON], pods: list[JSON]) -> tuple[JSO
         gpu = r.randint(1, _alloc(target, GPU))
         cpu = r.choice((0, 250))
         g.tag("pod:extended")
-    elif g.family == UNSET_FAMILY and roll < 0.8:
-        # Most of the largest node: all or most of its pods are victims, in the order this family
-        # is about (violating ones and others, sorted again).
+    elif (g.family == UNSET_FAMILY and roll < 0.7) or (g.family == OVERLAP_FAMILY and roll < 0.4):
+        # Most of the largest node: all or most of its pods are victims, violating budgets and not
+        # (what these families are about).
         cpu = int(max(_alloc(n, "cpu") for n in nodes) * r.uniform(0.85, 1.0)) // 100 * 100
     elif roll < 0.65:
         # Just more than the most free cpu of any node: only evictions make room.
