@@ -1,0 +1,194 @@
+"""Compare draxr's preemption (draxr_dev.scheduling.evaluate_preemption) with kube-scheduler's
+DefaultPreemption (the Go harness's "preemption", tests/scheduler_harness/preemption.go), case by case.
+
+Equal means:
+
+- upstream found a feasible node: draxr's schedule() chose a node of the highest weighted total;
+- otherwise every node's diagnosis (plugin, code, reasons) is the same, and PostFilter's outcome:
+  - the nomination: unchanged (null) or cleared ("") on both sides, with the same PostFilter
+    message and the same FailedScheduling message; or draxr chose a node among those upstream's
+    SelectCandidate may choose (its last tie-break is Go's map order), with that node's victims in
+    upstream's order, its number of PDB violations, and the messages upstream writes, for that
+    node;
+  - the dry run's rejected nodes and their statuses, when upstream's dry run ran.
+
+As a script, for debugging: ``python -m tests.differential.compare_preemption cases.json go.json``
+re-runs the Python side and prints the mismatches.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from draxr_dev.scheduling.casegen import as_stored
+from draxr_dev.scheduling.casegen_preemption import FAMILIES, NOMINATED_SCORING_FAMILY
+from tests.differential.compare_scheduling import Mismatch, format_mismatch
+
+__all__ = ["GROUPS", "compare", "diff_preemption", "format_mismatch", "group_of", "run_python"]
+
+JSON = dict[str, Any]
+
+# The groups cases are counted (and asserted) in: the generator's families, each isolating one
+# thing a difference may come from (casegen_preemption). A case of another family that found a node
+# without preemption while a pod of at least its priority is nominated to a feasible node joins
+# the nominated-scoring family's group (the nominated pod counts in the filters, not in the scores).
+SCORING_NOMINATED = NOMINATED_SCORING_FAMILY
+GROUPS = tuple(FAMILIES)
+
+
+def _found(node: str, victims: int) -> str:
+    return f"found a potential placement for pod on node {node}, preempting {victims} victims"
+
+
+def diff_preemption(go: Mapping[str, Any], py: Mapping[str, Any]) -> list[str]:
+    """What differs, one line each (empty: equal)."""
+    if "error" in go:
+        return [f"harness error: {go['error'][:2000]}"]
+    if "error" in py:
+        return [f"python error: {py['error']}"]
+    g_filter: Mapping[str, Any] = go.get("filter") or {}
+    feasible = sorted(n for n, s in g_filter.items() if s is None)
+    if feasible:
+        totals: Mapping[str, int] = go.get("total") or {}
+        best = max(totals.get(n, 0) for n in feasible)
+        top = sorted(n for n in feasible if totals.get(n, 0) == best)
+        node = (py.get("decision") or {}).get("node")
+        if node not in top:
+            return [f"decision: go={top} (total {best}) python={py.get('decision') or 'unschedulable'}"]
+        return []
+    if "decision" in py:
+        return [f"decision: go=unschedulable python={py['decision']}"]
+    out: list[str] = []
+    p_filter: Mapping[str, Any] = py.get("filter") or {}
+    if set(g_filter) != set(p_filter):
+        out.append(f"filter: nodes differ: go={sorted(g_filter)} python={sorted(p_filter)}")
+    for node in sorted(set(g_filter) & set(p_filter)):
+        g, p = g_filter[node], p_filter[node]
+        if g != p:
+            out.append(f"filter[{node}]: go={g} python={p}")
+    gp: Mapping[str, Any] | None = go.get("preemption")
+    pp: Mapping[str, Any] | None = py.get("preemption")
+    if gp is None or pp is None:
+        if gp is not pp:
+            out.append(f"preemption: go={gp} python={pp}")
+        return out
+    g_node, p_node = gp.get("nominatedNode"), pp.get("nominatedNode")
+    message, fit_error = gp["message"], gp["fitError"]
+    if not g_node:
+        if g_node != p_node:
+            out.append(f"nominatedNode: go={g_node!r} python={p_node!r}")
+    else:
+        choices: list[str] = gp.get("choices") or []
+        candidates: Mapping[str, Any] = gp.get("candidates") or {}
+        if p_node not in choices:
+            chosen = {n: candidates[n] for n in choices}
+            out.append(
+                f"nominatedNode: go may choose {choices} ({chosen}) python={p_node!r} "
+                f"(victims {pp.get('victims')}, {pp.get('numPDBViolations')} PDB violations); "
+                f"python's node upstream: {candidates.get(p_node) if p_node else None}"
+            )
+        else:
+            cand = candidates[p_node]
+            if pp.get("victims") != cand["victims"]:
+                out.append(f"victims[{p_node}]: go={cand['victims']} python={pp.get('victims')}")
+            if pp.get("numPDBViolations") != cand["numPDBViolations"]:
+                out.append(
+                    f"numPDBViolations[{p_node}]: go={cand['numPDBViolations']} python={pp.get('numPDBViolations')}"
+                )
+            if p_node != g_node:  # upstream's words for the node draxr chose among the tied
+                was = _found(g_node, len(candidates[g_node]["victims"]))
+                now = _found(p_node, len(cand["victims"]))
+                message, fit_error = message.replace(was, now), fit_error.replace(was, now)
+    if pp.get("message") != message:
+        out.append(f"message: go={message!r} python={pp.get('message')!r}")
+    if pp.get("fitError") != fit_error:
+        out.append(f"fitError: go={fit_error!r} python={pp.get('fitError')!r}")
+    g_statuses = gp.get("statuses")
+    if g_statuses is not None and g_statuses != pp.get("statuses"):
+        p_statuses: Mapping[str, Any] = pp.get("statuses") or {}
+        for node in sorted(set(g_statuses) | set(p_statuses)):
+            if g_statuses.get(node) != p_statuses.get(node):
+                out.append(f"statuses[{node}]: go={g_statuses.get(node)} python={p_statuses.get(node)}")
+    return out
+
+
+def group_of(case: Mapping[str, Any], go: Mapping[str, Any]) -> str:
+    """The case's group (GROUPS)."""
+    feasible = {n for n, s in (go.get("filter") or {}).items() if s is None}
+    if feasible:
+        priority = int(case["pod"]["spec"].get("priority") or 0)
+        for p in case.get("pods") or ():
+            status = p.get("status") or {}
+            if (
+                not p["spec"].get("nodeName")
+                and status.get("nominatedNodeName") in feasible
+                and status.get("phase") not in ("Succeeded", "Failed")
+                and int(p["spec"].get("priority") or 0) >= priority
+            ):
+                return SCORING_NOMINATED
+    return str(case["family"])
+
+
+def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> list[Mismatch]:
+    if not len(cases) == len(go) == len(py):
+        raise AssertionError(f"result counts differ: {len(cases)} cases, {len(go)} from Go, {len(py)} from Python")
+    mismatches = []
+    for case, g, p in zip(cases, go, py, strict=True):
+        if g.get("name") != case["name"] or p.get("name") != case["name"]:
+            raise AssertionError(f"results out of order at {case['name']}: go={g.get('name')} python={p.get('name')}")
+        diffs = diff_preemption(g, p)
+        if diffs:
+            mismatches.append(
+                Mismatch(
+                    name=case["name"],
+                    family=case.get("family"),
+                    group=group_of(case, g),
+                    tags=case.get("tags"),
+                    differences=diffs,
+                    go=g,
+                    python=p,
+                    case=case,
+                )
+            )
+    return mismatches
+
+
+def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float]:
+    """draxr's result for every case (a Python exception is the case's error) and the seconds taken."""
+    from draxr_dev.scheduling.evaluate_preemption import evaluate_preemption_case
+
+    results: list[JSON] = []
+    start = time.perf_counter()
+    for case in cases:
+        try:
+            results.append(evaluate_preemption_case(as_stored(case)))
+        except Exception as exc:  # a bug in the port, reported per case
+            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            where = traceback.extract_tb(exc.__traceback__)[-1:]
+            loc = f" at {where[0].filename}:{where[0].lineno}" if where else ""
+            results.append({"name": case.get("name"), "error": f"python exception: {tb}{loc}"})
+    return results, time.perf_counter() - start
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m tests.differential.compare_preemption cases.json go.json", file=sys.stderr)
+        return 2
+    cases = json.loads(Path(argv[0]).read_text())
+    go = json.loads(Path(argv[1]).read_text())
+    py, seconds = run_python(cases)
+    mismatches = compare(cases, go, py)
+    for m in mismatches:
+        print(format_mismatch(m))
+    print(f"{len(mismatches)} of {len(cases)} cases differ ({seconds:.1f}s)")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,253 @@
+"""Differential test: draxr's preemption (core.preemption, after core.placement) against kube-scheduler
+1.37.2's own PostFilter (DynamicResources, then DefaultPreemption), linked in the Go harness.
+
+The Go side is tests/scheduler_harness (its preemption.go): for each case with "preempt": true where
+no node passes the filters, the real RunPostFilterPlugins (its evictions recorded, not made), plus
+DefaultPreemption's DryRunPreemption and SelectCandidate for every candidate, its victims in order
+and the nodes upstream may choose (its last tie-break is Go's map order); the harness checks that
+the real PostFilter's outcome is one the dry run predicts. The Python side is
+draxr_dev.scheduling.evaluate_preemption: schedule(), then preempt() with the case's
+PodDisruptionBudgets and offset 0, as the shell calls them. tests/differential/compare_preemption.py
+says what must be equal: every node's diagnosis, the nomination (draxr's node among upstream's
+choices), that node's victims in order and PDB violations, PostFilter's message and the whole
+FailedScheduling message, the dry run's rejected nodes; a node found without preemption must be one
+of the best upstream scores.
+
+Cases: draxr_dev.scheduling.casegen_preemption, 2,400 at scale 1. Each case is counted in the group
+of its family (compare_preemption.GROUPS; a case of another family that found a node while a pod is
+nominated to a feasible node counts with preemption-nominated-scoring), each family isolating one
+source of differences. A group whose mismatches are understood and not fixed in draxr yet is an
+xfail(strict=True) with the cause as its reason (KNOWN; the minimal cases and the diagnosis are in
+tests/differential/PREEMPTION_MISMATCHES.md when present); every other group must match exactly. At
+another seed or scale a known group may happen to match: strict xfail then fails, the signal to
+look again.
+
+Knobs: DRAXR_PREEMPT_DIFF_SEED (default: DRAXR_SCHED_DIFF_SEED, else 1), DRAXR_PREEMPT_DIFF_SCALE
+(default: DRAXR_SCHED_DIFF_SCALE, else 1.0). Reproducing a mismatch: the failure names a directory
+holding cases.json, go.json and mismatches.json; `python -m tests.differential.compare_preemption
+DIR/cases.json DIR/go.json` re-runs the Python side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from draxr_dev.scheduling import harness as go_harness
+from draxr_dev.scheduling.casegen import feature_tally, format_tally
+from draxr_dev.scheduling.casegen_preemption import (
+    BEYOND_FAMILIES,
+    BEYOND_TAGS,
+    FAMILIES,
+    NOMINATED_BEYOND_FAMILY,
+    NOMINATED_SCORING_FAMILY,
+    OVERLAP_FAMILY,
+    PREEMPTION_TAGS,
+    SPREAD_TERMINATING_FAMILY,
+    UNSET_FAMILY,
+    generate_preemption_cases,
+)
+from tests.differential.compare_preemption import GROUPS, compare, format_mismatch, group_of, run_python
+
+SEED = int(os.environ.get("DRAXR_PREEMPT_DIFF_SEED", os.environ.get("DRAXR_SCHED_DIFF_SEED", "1")))
+SCALE = float(os.environ.get("DRAXR_PREEMPT_DIFF_SCALE", os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1")))
+COUNT = max(1, round(2400 * SCALE))
+MIN_CASES = max(1, round(20 * min(SCALE, 1.0)))
+SHOW_MISMATCHES = 5
+
+# Groups whose mismatches are understood (causes in draxr, see PREEMPTION_MISMATCHES.md when
+# present): xfail(strict=True) until draxr changes.
+KNOWN: dict[str, str] = {
+    NOMINATED_SCORING_FAMILY: (
+        "placement.schedule() scores a node with the pods nominated to it counted in its usage (phase 1 "
+        "hands _NodeLocal.verdict the usage with nominated pods for filters and scores alike); upstream adds "
+        "nominated pods only in RunFilterPluginsWithNominatedPods, never in PreScore/Score"
+    ),
+    OVERLAP_FAMILY: (
+        "preemption.split_by_budget decrements every matching PDB of a pod; upstream's "
+        "FilterVictimsWithPDBViolation (podIsViolating) returns at the first PDB whose allowance goes negative, "
+        "so the PDBs after it are not decremented for that pod"
+    ),
+    UNSET_FAMILY: (
+        "victims sorted again after the PDB split: draxr's stable sort keeps pods of equal priority without "
+        "status.startTime in reprieve order (violating first); upstream's MoreImportantVictim compares the "
+        "time.Now() each victim got when GetVictimsOnNode made it, in the node's pod order"
+    ),
+    NOMINATED_BEYOND_FAMILY: (
+        "nominated pods count with their resources and ports only; upstream's addGENominatedPods also runs "
+        "the PreFilter extensions' AddPod, so their labels count for inter-pod anti-affinity and spreading "
+        "(in schedule() and in the dry run)"
+    ),
+    SPREAD_TERMINATING_FAMILY: (
+        "upstream's PodTopologySpread PreFilter leaves terminating pods out of the counts but its RemovePod/AddPod "
+        "(updateWithPod) count them, so removing a terminating victim lowers its domain's count; draxr's dry run "
+        "recounts without the victims and never counts terminating pods"
+    ),
+}
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def harness() -> Path:
+    """Builds (or reuses) the Go harness; errors, never skips, when that is impossible."""
+    start = time.monotonic()
+    binary = go_harness.build()
+    print(f"\n[preempt-differential] scheduler harness {binary} ready after {time.monotonic() - start:.1f}s")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[JSON]:
+    return generate_preemption_cases(SEED, COUNT)
+
+
+@pytest.fixture(scope="module")
+def go_results(harness: Path, cases: list[JSON]) -> list[JSON]:
+    start = time.monotonic()
+    results = go_harness.run(harness, cases)
+    print(f"[preempt-differential] Go: {len(results)} cases in {time.monotonic() - start:.1f}s")
+    return results
+
+
+@pytest.fixture(scope="module")
+def py_results(cases: list[JSON]) -> list[JSON]:
+    results, seconds = run_python(cases)
+    print(f"[preempt-differential] Python: {len(results)} cases in {seconds:.1f}s")
+    return results
+
+
+@pytest.fixture(scope="module")
+def groups(cases: list[JSON], go_results: list[JSON]) -> dict[str, str]:
+    return {c["name"]: group_of(c, g) for c, g in zip(cases, go_results, strict=True)}
+
+
+def test_generator_is_deterministic_and_covers_every_feature(cases: list[JSON]) -> None:
+    assert generate_preemption_cases(SEED, COUNT) == cases, "the case generator is not deterministic"
+    assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
+    families = Counter(c["family"] for c in cases)
+    assert set(families) == set(FAMILIES), families
+    tally = feature_tally(cases)
+    thin = {t: tally.get(t, 0) for t in PREEMPTION_TAGS + BEYOND_TAGS if tally.get(t, 0) < MIN_CASES}
+    assert not thin, f"features with fewer than {MIN_CASES} cases: {thin}\n{format_tally(tally)}"
+    # Each family has its own source of differences, and only it (casegen_preemption).
+    for case in cases:
+        tags = set(case["tags"])
+        family = case["family"]
+        assert "pdb:overlap" not in tags or family == OVERLAP_FAMILY, case["name"]
+        assert "pods:start-missing" not in tags or family == UNSET_FAMILY, case["name"]
+        assert ("preempt-beyond-node" in tags) == (family in BEYOND_FAMILIES), case["name"]
+        assert "beyond:spread-terminating" not in tags or family == SPREAD_TERMINATING_FAMILY, case["name"]
+        assert "beyond:nominated-labels" not in tags or family == NOMINATED_BEYOND_FAMILY, case["name"]
+    for case in cases:
+        per_node = Counter(p["spec"].get("nodeName") for p in case["pods"] if p["spec"].get("nodeName"))
+        # Go's sort.Slice is an insertion sort (stable) below 12 elements: victim order is defined.
+        assert max(per_node.values(), default=0) <= 11, case["name"]
+
+
+def _outcome(result: JSON) -> str:
+    if any(s is None for s in result["filter"].values()):
+        return "schedulable"
+    pre = result.get("preemption")
+    if pre is None:
+        return "no PostFilter"
+    message: str = pre["message"]
+    if pre["code"] == "Success":
+        return "preempts"
+    if message.startswith("preemption: 0/"):
+        return "no candidate"
+    return message
+
+
+def test_harness_accepts_every_case_and_outcomes_vary(
+    cases: list[JSON], go_results: list[JSON], groups: dict[str, str]
+) -> None:
+    errors = [r for r in go_results if "error" in r]
+    assert not errors, f"{len(errors)} cases failed in the harness:\n" + "\n".join(
+        f"{r['name']}: {r['error'][:1500]}" for r in errors[:5]
+    )
+    outcomes = Counter(_outcome(r) for r in go_results)
+    sizes = Counter(groups.values())
+    ties = sum(len(r["preemption"].get("choices") or ()) > 1 for r in go_results if r.get("preemption"))
+    violating = sum(
+        any(c["numPDBViolations"] for c in (r["preemption"].get("candidates") or {}).values())
+        for r in go_results
+        if r.get("preemption")
+    )
+    orders = sum((r.get("preemption") or {}).get("pdbOrders", 0) > 1 for r in go_results)
+    absent = sum(
+        any(s is not None and s["plugin"] == "" for s in r["filter"].values()) for r in go_results if "filter" in r
+    )
+    print(
+        f"[preempt-differential] outcomes: {dict(sorted(outcomes.items()))}; groups: {dict(sorted(sizes.items()))}; "
+        f"ties between candidates: {ties}; PDB-violating candidates: {violating}; PDB orders tried: {orders}; "
+        f"PreFilter narrowed the nodes: {absent}"
+    )
+    assert outcomes["preempts"] >= 0.25 * len(cases), outcomes
+    assert outcomes["schedulable"] <= 0.4 * len(cases), outcomes
+    for outcome in (
+        "schedulable",
+        "no candidate",
+        "preemption: not eligible due to preemptionPolicy=Never.",
+        "preemption: not eligible due to a terminating pod on the nominated node.",
+        "not found",  # DynamicResources' PostFilter after a PreFilter rejection before its own
+    ):
+        assert outcomes[outcome] >= MIN_CASES, f"{outcome!r}: {outcomes[outcome]} cases"
+    for what, n in (("ties", ties), ("violating", violating), ("orders", orders), ("absent", absent)):
+        assert n >= MIN_CASES, f"{what}: {n} cases"
+    for group in GROUPS:
+        assert sizes[group] >= MIN_CASES, f"group {group}: {sizes[group]} cases"
+
+
+def _check_group(
+    group: str,
+    cases: list[JSON],
+    go_results: list[JSON],
+    py_results: list[JSON],
+    groups: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    picked = [i for i, c in enumerate(cases) if groups[c["name"]] == group]
+    mine = [cases[i] for i in picked]
+    go = [go_results[i] for i in picked]
+    mismatches = compare(mine, go, [py_results[i] for i in picked])
+    print(f"[preempt-differential] group {group}: {len(mine)} cases, {len(mismatches)} mismatches")
+    if not mismatches:
+        return
+    out_dir = tmp_path / f"preemption-differential-{group}"
+    out_dir.mkdir()
+    (out_dir / "cases.json").write_text(json.dumps(mine))
+    (out_dir / "go.json").write_text(json.dumps(go))
+    mismatch_file = out_dir / "mismatches.json"
+    mismatch_file.write_text(json.dumps(mismatches, indent=1))
+    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in mismatches for d in m["differences"])
+    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
+    pytest.fail(
+        f"group {group}: {len(mismatches)} of {len(mine)} cases differ between kube-scheduler's PostFilter and "
+        f"draxr's (by field: {dict(sorted(by_what.items()))}).\n"
+        f"All mismatches (with their cases): {mismatch_file}\n"
+        f"Re-run the Python side: python -m tests.differential.compare_preemption {out_dir}/cases.json "
+        f"{out_dir}/go.json\nFirst {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}",
+        pytrace=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "group",
+    [pytest.param(g, marks=pytest.mark.xfail(strict=True, reason=KNOWN[g])) if g in KNOWN else g for g in GROUPS],
+)
+def test_postfilter_matches_upstream(
+    group: str,
+    cases: list[JSON],
+    go_results: list[JSON],
+    py_results: list[JSON],
+    groups: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    _check_group(group, cases, go_results, py_results, groups, tmp_path)
