@@ -46,7 +46,6 @@ from draxr_dev.scheduling.casegen_preemption import (
     BEYOND_TAGS,
     FAMILIES,
     NOMINATED_BEYOND_FAMILY,
-    NOMINATED_SCORING_FAMILY,
     OVERLAP_FAMILY,
     PREEMPTION_TAGS,
     SPREAD_TERMINATING_FAMILY,
@@ -64,21 +63,6 @@ SHOW_MISMATCHES = 5
 # Groups whose mismatches are understood (causes in draxr, see PREEMPTION_MISMATCHES.md when
 # present): xfail(strict=True) until draxr changes.
 KNOWN: dict[str, str] = {
-    NOMINATED_SCORING_FAMILY: (
-        "placement.schedule() scores a node with the pods nominated to it counted in its usage (phase 1 "
-        "hands _NodeLocal.verdict the usage with nominated pods for filters and scores alike); upstream adds "
-        "nominated pods only in RunFilterPluginsWithNominatedPods, never in PreScore/Score"
-    ),
-    OVERLAP_FAMILY: (
-        "preemption.split_by_budget decrements every matching PDB of a pod; upstream's "
-        "FilterVictimsWithPDBViolation (podIsViolating) returns at the first PDB whose allowance goes negative, "
-        "so the PDBs after it are not decremented for that pod"
-    ),
-    UNSET_FAMILY: (
-        "victims sorted again after the PDB split: draxr's stable sort keeps pods of equal priority without "
-        "status.startTime in reprieve order (violating first); upstream's MoreImportantVictim compares the "
-        "time.Now() each victim got when GetVictimsOnNode made it, in the node's pod order"
-    ),
     NOMINATED_BEYOND_FAMILY: (
         "nominated pods count with their resources and ports only; upstream's addGENominatedPods also runs "
         "the PreFilter extensions' AddPod, so their labels count for inter-pod anti-affinity and spreading "

@@ -537,9 +537,11 @@ def schedule(
                 if hit is not None and hit[0] == stamp:
                     found = hit[1]
             if name in nominated:
-                # Nominated pods of higher or equal priority count on their node (upstream's
-                # RunFilterPluginsWithNominatedPods): never cached, nominations are short-lived.
-                found = local.verdict(node, _with_nominated(pod, state, name, usages.get(name) or EMPTY_USAGE))
+                # Nominated pods of higher or equal priority count on their node in the filters
+                # (upstream's RunFilterPluginsWithNominatedPods), not in the scores: never
+                # cached, nominations are short-lived.
+                usage = usages.get(name) or EMPTY_USAGE
+                found = local.verdict(node, usage, _with_nominated(pod, state, name, usage))
             elif found is None:
                 found = local.verdict(node, usages.get(name) or EMPTY_USAGE)
                 if entries is not None and stamp is not None:
@@ -691,8 +693,9 @@ class _NodeLocal:
         pref = view.preferred_node_affinity
         self.preferred = preferred_terms(pref) if pref is not None else None
 
-    def verdict(self, node: NodeInfo, usage: NodeUsage) -> NodeVerdict:
-        rejection = self.filters.before_fit(node, usage)
+    def verdict(self, node: NodeInfo, usage: NodeUsage, filtered: NodeUsage | None = None) -> NodeVerdict:
+        """``filtered``: the usage the filters see when it is not ``usage`` (nominated pods added)."""
+        rejection = self.filters.before_fit(node, filtered or usage)
         if rejection is not None:
             return NodeVerdict(rejection)
         prepared = self.prepared
@@ -705,7 +708,7 @@ class _NodeLocal:
         ext, problem = split
         if problem is not None:
             return NodeVerdict(problem=problem)
-        rejection = self.filters.fit(node, usage, ext.dra, ext.reasons)
+        rejection = self.filters.fit(node, filtered or usage, ext.dra, ext.reasons)
         if rejection is not None:
             return NodeVerdict(rejection)
         fit = _fit_score(self.cpu, self.memory, node, usage, self.least)

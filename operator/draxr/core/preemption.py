@@ -110,8 +110,10 @@ def _start(pod: PodInfo) -> str:
     return pod.started or "~"  # "~" sorts after every RFC 3339 time: now, later than any start
 
 
-def _importance_key(pod: PodInfo) -> tuple[int, str]:
-    return (-pod.priority, _start(pod))
+def _importance_key(pod: PodInfo, position: int = 0) -> tuple[int, str, int]:
+    """MoreImportantPod as a sort key. Pods without a start time compare upstream by the time.Now()
+    each got, in the node's pod order: ``position`` (its place there) breaks their ties."""
+    return (-pod.priority, _start(pod), 0 if pod.started else position)
 
 
 def num_candidates(potential: int) -> int:
@@ -136,6 +138,7 @@ def split_by_budget(pods: Sequence[PodInfo], budgets: Sequence[Budget]) -> tuple
                 allowed[i] -= 1
                 if allowed[i] < 0:
                     violated = True
+                    break  # (upstream's podIsViolating returns here: later budgets keep their count)
         (violating if violated else fine).append(pod)
     return violating, fine
 
@@ -333,7 +336,12 @@ def select_victims(dry: _DryRun, node: str, budgets: Sequence[Budget]) -> tuple[
     status = trial.check()
     if status is not None:
         return None, status
-    potential.sort(key=_importance_key)
+    position = {p.uid: i for i, p in enumerate(potential)}  # the node's pod order
+
+    def importance(p: PodInfo) -> tuple[int, str, int]:
+        return _importance_key(p, position[p.uid])
+
+    potential.sort(key=importance)
     violating, fine = split_by_budget(potential, budgets)
     victims: list[PodInfo] = []
     violations = 0
@@ -343,7 +351,7 @@ def select_victims(dry: _DryRun, node: str, budgets: Sequence[Budget]) -> tuple[
                 victims.append(p)
                 violations += counts
     if violating and fine:
-        victims.sort(key=_importance_key)
+        victims.sort(key=importance)
     return Candidate(node, tuple(victims), violations, trial.held), None
 
 
