@@ -63,11 +63,6 @@ SHOW_MISMATCHES = 5
 # Groups whose mismatches are understood (causes in draxr, see PREEMPTION_MISMATCHES.md when
 # present): xfail(strict=True) until draxr changes.
 KNOWN: dict[str, str] = {
-    NOMINATED_BEYOND_FAMILY: (
-        "nominated pods count with their resources and ports only; upstream's addGENominatedPods also runs "
-        "the PreFilter extensions' AddPod, so their labels count for inter-pod anti-affinity and spreading "
-        "(in schedule() and in the dry run)"
-    ),
     SPREAD_TERMINATING_FAMILY: (
         "upstream's PodTopologySpread PreFilter leaves terminating pods out of the counts but its RemovePod/AddPod "
         "(updateWithPod) count them, so removing a terminating victim lowers its domain's count; draxr's dry run "

@@ -555,7 +555,9 @@ def schedule(
                 statuses[name] = found.status
                 continue
             if beyond_node:
-                rejection = filters.beyond_node(node)
+                rejection = _beyond_with_nominated(pod, state, node) if name in nominated else None
+                if rejection is None:
+                    rejection = filters.beyond_node(node)
                 if rejection is not None:
                     statuses[name] = rejection
                     continue
@@ -772,9 +774,30 @@ def _prefilter_failed(status: Status, total: int) -> Unschedulable:
     )
 
 
+def _beyond_with_nominated(pod: PodInfo, state: ClusterState, node: NodeInfo) -> Status | None:
+    """The first pass of RunFilterPluginsWithNominatedPods for the filters that read other pods:
+    with the nominated pods of at least the pod's priority placed on ``node`` (their labels,
+    terms and volumes count), PreFilter again, then the node's filters after NodeResourcesFit.
+    None also when no such pod is nominated there (the second pass, without them, follows)."""
+    extra = nominated_for(pod, state, node.name)
+    if not extra:
+        return None
+    with state.with_pods_on(node.name, extra):
+        prefiltered = prefilter(pod, state)
+        if isinstance(prefiltered, Status):
+            return prefiltered
+        cycle, vcycle, _ = prefiltered
+        return NodeFilter(pod, cycle, vcycle, state.storage).beyond_node(node)
+
+
+def nominated_for(pod: PodInfo, state: ClusterState, node: str) -> list[PodInfo]:
+    """The pods nominated to ``node`` that ``pod``'s filters count there: priority at least its own."""
+    return [p for p in state.nominated_pods(node) if p.uid != pod.uid and p.priority >= pod.priority]
+
+
 def _with_nominated(pod: PodInfo, state: ClusterState, node: str, usage: NodeUsage) -> NodeUsage:
     """The node's usage with the pods nominated to it of priority at least ``pod``'s."""
-    extra = [p for p in state.nominated_pods(node) if p.uid != pod.uid and p.priority >= pod.priority]
+    extra = nominated_for(pod, state, node)
     if not extra:
         return usage
     out = NodeUsage(

@@ -34,9 +34,12 @@ shell's Preemptor.release), and its victims are not brought back (as upstream).
 RemovePod/AddPod: node-local filters see the node's usage less the removed pods; for a pod whose
 filters read other pods or volumes (spreading, inter-pod affinity, the volume plugins) the removed
 pods are taken out of every count (ClusterState.without_pods) and PreFilter runs again, which is
-what upstream's extensions compute incrementally. Nominated pods count with their resources and
-ports (and, through their held devices, DRA); their inter-pod terms and volumes do not (upstream
-adds them in a first pass of the filters).
+what upstream's extensions compute incrementally. Nominated pods of at least the pod's priority
+count as upstream's RunFilterPluginsWithNominatedPods counts them: with their resources and ports,
+and for filters that read other pods in a first pass with them placed (then a second without);
+their devices through their hold. Not reproduced: PodTopologySpread's RemovePod/AddPod count a
+terminating victim that its PreFilter left out (an upstream inconsistency: removing a terminating
+pod lowers its domain's count there); draxr never counts terminating pods.
 """
 
 from __future__ import annotations
@@ -192,13 +195,25 @@ class _DryRun:
                 usage.apply(p, -1)
             return self._check(node_name, usage, self.filters, self.ccycle, removed)
         with self.state.without_pods(removed):
-            prefiltered = prefilter(self.pod, self.state)
-            if isinstance(prefiltered, Status):
-                return prefiltered, None
-            cycle, vcycle, ccycle = prefiltered
-            filters = NodeFilter(self.pod, cycle, vcycle, self.state.storage)
-            usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
-            return self._check(node_name, usage, filters, ccycle, removed)
+            nominated = self.nominated(node_name)
+            if nominated:  # RunFilterPluginsWithNominatedPods' first pass: with them placed
+                with self.state.with_pods_on(node_name, nominated):
+                    first = self._recheck(node_name, removed, count_nominated=False)
+                if first[0] is not None:
+                    return first
+            return self._recheck(node_name, removed)
+
+    def _recheck(
+        self, node_name: str, removed: Sequence[PodInfo], count_nominated: bool = True
+    ) -> tuple[Status | None, Mapping[str, Any] | None]:
+        """PreFilter again on the state as it is now, then the node's filters."""
+        prefiltered = prefilter(self.pod, self.state)
+        if isinstance(prefiltered, Status):
+            return prefiltered, None
+        cycle, vcycle, ccycle = prefiltered
+        filters = NodeFilter(self.pod, cycle, vcycle, self.state.storage)
+        usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
+        return self._check(node_name, usage, filters, ccycle, removed, count_nominated)
 
     def _check(
         self,
@@ -207,11 +222,13 @@ class _DryRun:
         filters: NodeFilter,
         ccycle: ClaimsCycle | None,
         removed: Sequence[PodInfo],
+        count_nominated: bool = True,
     ) -> tuple[Status | None, Mapping[str, Any] | None]:
         state = self.state
         node = state.nodes[node_name]
-        for p in self.nominated(node_name):
-            usage.apply(p, +1)
+        if count_nominated:  # (already in the usage when placed by with_pods_on)
+            for p in self.nominated(node_name):
+                usage.apply(p, +1)
         status = filters.before_fit(node, usage)
         if status is not None:
             return status, None

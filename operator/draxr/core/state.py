@@ -725,6 +725,26 @@ class ClusterState:
             for node, pods_of in order.items():
                 self.placed[node] = pods_of
 
+    @contextmanager
+    def with_pods_on(self, node: str, pods: Sequence[PodInfo]) -> Iterator[None]:
+        """For a while, unbound ``pods`` count as placed on ``node``: nominated pods in the first
+        pass of upstream's RunFilterPluginsWithNominatedPods (its addGENominatedPods, AddPod).
+        Everything is put back as it was, the node's pod order included."""
+        order = dict(self.placed.get(node, {}))
+        for p in pods:
+            self.assumed_nodes[p.uid] = node
+            self._account(p, +1)
+        try:
+            yield
+        finally:
+            for p in reversed(pods):
+                self._account(p, -1)
+                self.assumed_nodes.pop(p.uid, None)
+            if order:
+                self.placed[node] = order
+            else:
+                self.placed.pop(node, None)
+
     def placed_pods(self, node: str) -> list[PodInfo]:
         """The pods placed on ``node`` (bound or assumed, not finished)."""
         return [self.pods[uid] for uid in self.placed.get(node, ())]
