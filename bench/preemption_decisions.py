@@ -15,6 +15,14 @@ With ``--loop`` the operator's real Scheduler runs instead (``Scheduler.run``, w
 bench/event_loop_lag.py's stand-in API), with the preemptors pending at once, beside a probe that
 wakes every 10 ms as the watches would: how late it woke is how long the scheduling loop held the
 event loop while it preempted (the dry runs hand it back every ``--turn`` seconds).
+
+With ``--upstream`` (the cpu case only, side by side with kube-scheduler): one cluster written as a
+case of the scheduler harness (tests/scheduler_harness: kube-scheduler 1.37.2's own framework and
+DefaultPreemption), N nodes of exactly --pods/N cpus filled by 1-cpu pods of priority 0, and a pod
+of priority 1000 asking for 16 cpus (half a node when a node has fewer than 32). The harness times
+RunPostFilterPlugins (the candidates, dry runs and choice; kube-scheduler runs them on 16
+goroutines, this box has 2 cores); draxr's side is preempt() on the same case as
+draxr_dev.scheduling builds it, best of --preemptors.
 """
 
 from __future__ import annotations
@@ -187,6 +195,63 @@ async def loop_run(args: argparse.Namespace) -> None:
     )
 
 
+def upstream_case(nodes: int, pods: int) -> dict[str, Any]:
+    per_node = max(1, pods // nodes)
+    node_objs, pod_objs = [], []
+    for n in range(nodes):
+        name = f"node-{n}"
+        node_objs.append(fakedriver.node(name, cpu=str(per_node), pods=str(per_node + 10)))
+        for i in range(per_node):
+            p = _pod(f"{name}-p{i}", name, 0, {"cpu": "1"}, i)
+            p["metadata"]["namespace"] = "default"
+            pod_objs.append(p)
+    hi = _pod("hi", "", 1000, {"cpu": str(max(1, min(16, per_node // 2)))}, 0)
+    hi["metadata"]["namespace"] = "default"
+    for p in (*pod_objs, hi):  # requests written out: the harness applies no API defaulting
+        for c in p["spec"]["containers"]:
+            c["resources"]["requests"] = dict(c["resources"]["limits"])
+    return {"name": "bench", "preempt": True, "preemptTimeOnly": True, "nodes": node_objs, "pods": pod_objs, "pod": hi}
+
+
+def upstream_run(args: argparse.Namespace) -> None:
+    import json
+    import subprocess
+
+    from draxr_dev.scheduling import harness
+    from draxr_dev.scheduling.evaluate import _with_identity, build_state
+
+    case = upstream_case(args.nodes, args.pods)
+    binary = harness.build()
+    t = time.monotonic()
+    proc = subprocess.run(
+        [str(binary)], input=json.dumps([case]), capture_output=True, text=True, check=True, timeout=3600
+    )
+    go_wall = time.monotonic() - t
+    [go] = json.loads(proc.stdout)
+    pre = go["preemption"]
+    ours: list[float] = []
+    message = ""
+    for _ in range(args.preemptors):
+        state = build_state(case)
+        pod = state.upsert_pod(_with_identity(case["pod"], "incoming", 0))
+        gc.collect()
+        t0 = time.process_time()
+        result = schedule(pod, state, features=DEFAULT_FEATURES, device_scoring=None)
+        assert isinstance(result, Unschedulable), result
+        t1 = time.process_time()
+        out = preempt(pod, state, result, features=DEFAULT_FEATURES)
+        ours.append(time.process_time() - t1)
+        message = out.message
+        del t0
+    print(
+        f"nodes={args.nodes} pods={len(case['pods'])} case=cpu: kube-scheduler's PostFilter "
+        f"{pre['postFilterSeconds'] * 1000:.1f} ms wall (harness process {go_wall:.1f} s), "
+        f"draxr's preempt() {min(ours) * 1000:.1f} ms CPU (best of {len(ours)})"
+    )
+    print(f"  kube-scheduler: {pre['message']}")
+    print(f"  draxr:          {message}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=500)
@@ -195,8 +260,11 @@ def main() -> None:
     ap.add_argument("--preemptors", type=int, default=20)
     ap.add_argument("--loop", action="store_true", help="the operator's scheduling loop, with a lag probe")
     ap.add_argument("--turn", type=float, default=0.05, help="the scheduling loop's turn budget, seconds (--loop)")
+    ap.add_argument("--upstream", action="store_true", help="side by side with kube-scheduler's PostFilter (cpu)")
     args = ap.parse_args()
-    if args.loop:
+    if args.upstream:
+        upstream_run(args)
+    elif args.loop:
         asyncio.run(loop_run(args))
     else:
         run(args)

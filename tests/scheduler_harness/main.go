@@ -175,6 +175,7 @@ type testCase struct {
 	// optional, for preemption cases (preemption.go):
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget `json:"podDisruptionBudgets,omitempty"`
 	Preempt              bool                            `json:"preempt,omitempty"`
+	PreemptTimeOnly      bool                            `json:"preemptTimeOnly,omitempty"` // no self-check (bench)
 	Pod                  *v1.Pod                         `json:"pod"`
 }
 
@@ -486,7 +487,7 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		return nil, err
 	}
 	if tc.Preempt && cyc.feasible == 0 {
-		res.Preemption, err = runPreemption(ctx, schedFramework, preemptionPlugin, cyc, pod, pods, tc.PodDisruptionBudgets)
+		res.Preemption, err = runPreemption(ctx, schedFramework, preemptionPlugin, cyc, pod, pods, tc.PodDisruptionBudgets, tc.PreemptTimeOnly)
 		if err != nil {
 			return nil, fmt.Errorf("preemption: %w", err)
 		}
