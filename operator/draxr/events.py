@@ -76,14 +76,7 @@ class Recorder:
         self._dropped = 0
 
     async def pod_event(
-        self,
-        pod: PodInfo,
-        *,
-        reason: str,
-        action: str,
-        note: str,
-        warning: bool = False,
-        later: bool = False,
+        self, pod: PodInfo, *, reason: str, action: str, note: str, warning: bool = False, later: bool = False
     ) -> None:
         """Write the Event now, or (``later``, a Normal event: the binder's Scheduled) queue it for
         the background writers and return at once. As kube-scheduler's event broadcaster, which

@@ -302,8 +302,8 @@ class NodeFilter:
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
-CANNOT_ALLOCATE = "cannot allocate all claims"
-DRA = pod_claims.PLUGIN  # upstream's reason when the allocator finds no fit
+CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
+DRA = pod_claims.PLUGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -800,9 +800,7 @@ def _with_nominated(pod: PodInfo, state: ClusterState, node: str, usage: NodeUsa
     extra = nominated_for(pod, state, node)
     if not extra:
         return usage
-    out = NodeUsage(
-        dict(usage.requested), usage.pods, dict(usage.host_ports), usage.nonzero_milli_cpu, usage.nonzero_memory
-    )
+    out = usage.copy()
     for p in extra:
         out.apply(p, +1)
     return out

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec
 
 from draxr.core.allocator import Features
 from draxr.core.allocator.allocated_devices import AllocatedState
@@ -58,12 +58,13 @@ from draxr.core.placement import (
     DynamicResources,
     NodeFilter,
     Unschedulable,
+    nominated_for,
     prefilter,
     special_claim_options,
 )
 from draxr.core.pod_claims import ClaimsCycle
-from draxr.core.requests import prepare_pod
-from draxr.core.state import EMPTY_USAGE, ClusterState, NodeUsage, PodInfo
+from draxr.core.requests import NodeRequests, prepare_pod
+from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
 from draxr.core.status import Code, Status, error, unresolvable
 
 MIN_CANDIDATE_NODES_PERCENTAGE = 10  # DefaultPreemptionArgs' defaults
@@ -75,6 +76,7 @@ TERMINATING = "not eligible due to a terminating pod on the nominated node."
 STATE_NOT_FOUND = "not found"  # fwk.ErrNotFound
 RELEASING = "not eligible due to claims of preempted pods not yet deallocated."
 _MAX_INT32 = 2**31 - 1
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,19 +153,26 @@ def wants_preemption(pod: PodInfo) -> bool:
     return policy != "Never"
 
 
-def freed_claims(victims: Iterable[PodInfo], state: ClusterState) -> list[str]:
+def _freeable(pods: Iterable[PodInfo], state: ClusterState) -> dict[str, frozenset[str]]:
+    """The tracker keys the removal of some of ``pods`` may free, each with the pods that must
+    all be gone: a pod's special claim (written or in flight) on its own, a claim reserved only
+    for pods on all of them (one with a non-pod consumer is never freed)."""
+    needs: dict[str, frozenset[str]] = {}
+    for p in pods:
+        for key in (*state.special_claims.get(p.uid, ()), assumed_claim_key(p.uid)):
+            needs[key] = frozenset((p.uid,))
+        for key in state.reserved_claims.get(p.uid, ()):
+            claim = state.claims.get(key)
+            if claim is not None and all(r == "pods" for r, _ in claim.consumers):
+                needs[key] = frozenset(u for _, u in claim.consumers)
+    return needs
+
+
+def freed_claims(victims: Sequence[PodInfo], state: ClusterState) -> list[str]:
     """The tracker keys whose allocations the victims' removal frees: each victim's special claim
     (written or in flight) and every claim reserved only for victims."""
     gone = {v.uid for v in victims}
-    keys: list[str] = []
-    for uid in gone:
-        keys.extend(state.special_claims.get(uid, ()))
-        keys.append(assumed_claim_key(uid))
-        for key in state.reserved_claims.get(uid, ()):
-            claim = state.claims.get(key)
-            if claim is not None and all(r == "pods" and u in gone for r, u in claim.consumers):
-                keys.append(key)
-    return keys
+    return [key for key, uids in _freeable(victims, state).items() if uids <= gone]
 
 
 class _DryRun:
@@ -185,15 +194,12 @@ class _DryRun:
         self.beyond = self.filters.reads_beyond_node
 
     def nominated(self, node: str) -> list[PodInfo]:
-        return [p for p in self.state.nominated_pods(node) if p.uid != self.pod.uid and p.priority >= self.pod.priority]
+        return nominated_for(self.pod, self.state, node)
 
     def fits(self, node_name: str, removed: Sequence[PodInfo]) -> tuple[Status | None, Mapping[str, Any] | None]:
-        """(the first failing filter's status or None, the special claim's allocation when it fits)."""
-        if not self.beyond:
-            usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
-            for p in removed:
-                usage.apply(p, -1)
-            return self._check(node_name, usage, self.filters, self.ccycle, removed)
+        """For a pod whose filters read other pods (``beyond``; the others go through _Trial's
+        incremental checks): (the first failing filter's status or None, the special claim's
+        allocation when it fits)."""
         with self.state.without_pods(removed):
             nominated = self.nominated(node_name)
             if nominated:  # RunFilterPluginsWithNominatedPods' first pass: with them placed
@@ -212,7 +218,7 @@ class _DryRun:
             return prefiltered, None
         cycle, vcycle, ccycle = prefiltered
         filters = NodeFilter(self.pod, cycle, vcycle, self.state.storage)
-        usage = _copy(self.state.usage.get(node_name) or EMPTY_USAGE)
+        usage = (self.state.usage.get(node_name) or EMPTY_USAGE).copy()
         return self._check(node_name, usage, filters, ccycle, removed, count_nominated)
 
     def _check(
@@ -232,9 +238,7 @@ class _DryRun:
         status = filters.before_fit(node, usage)
         if status is not None:
             return status, None
-        prepared = self.prepared
-        unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
-        ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
+        ext = self.requests_on(node)
         status = filters.fit(node, usage, ext.dra, ext.reasons)
         if status is None and filters.reads_beyond_node:
             status = filters.beyond_node(node)
@@ -244,7 +248,7 @@ class _DryRun:
             return None, None
         dra = DynamicResources(self.pod, state, self.features, ccycle)
         dra.use_allocated(self._allocated(removed))
-        verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
+        verdict = dra.filter(node, special_claim_options(self.prepared, node, ext, state))
         if verdict.rejection is not None:
             return verdict.counted, None
         return None, verdict.special
@@ -254,11 +258,11 @@ class _DryRun:
         keys.append(self.own_hold)
         return self.state.tracker.snapshot_without(keys)
 
-
-def _copy(usage: NodeUsage) -> NodeUsage:
-    return NodeUsage(
-        dict(usage.requested), usage.pods, dict(usage.host_ports), usage.nonzero_milli_cpu, usage.nonzero_memory
-    )
+    def requests_on(self, node: NodeInfo) -> NodeRequests:
+        """The pod's device-plugin/DRA split on ``node``, as placement's _NodeLocal makes it."""
+        prepared = self.prepared
+        unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
+        return prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
 
 
 class _Trial:
@@ -275,28 +279,17 @@ class _Trial:
         if dry.beyond:
             return
         state = dry.state
-        self.usage = _copy(state.usage.get(node) or EMPTY_USAGE)
+        self.usage = (state.usage.get(node) or EMPTY_USAGE).copy()
         for p in removed:
             self.usage.apply(p, -1)
         for p in dry.nominated(node):
             self.usage.apply(p, +1)
-        # The claims the removed pods may free, each with the pods that must all be gone.
-        # (only those holding devices: the others change nothing the allocator reads)
-        self.needs: dict[str, frozenset[str]] = {}
+        # The claims the removed pods may free (only those holding devices: the others change
+        # nothing the allocator reads), each with the pods that must all be gone.
         holds = state.tracker.holds
-        for p in removed:
-            for key in (*state.special_claims.get(p.uid, ()), assumed_claim_key(p.uid)):
-                if holds(key):
-                    self.needs[key] = frozenset((p.uid,))
-            for key in state.reserved_claims.get(p.uid, ()):
-                claim = state.claims.get(key)
-                if claim is not None and holds(key) and all(r == "pods" for r, _ in claim.consumers):
-                    self.needs[key] = frozenset(u for _, u in claim.consumers)
+        self.needs = {key: uids for key, uids in _freeable(removed, state).items() if holds(key)}
         self.dra: dict[frozenset[str], tuple[Status | None, Mapping[str, Any] | None]] = {}
-        node_info = state.nodes[node]
-        prepared = dry.prepared
-        unmapped = prepared.unmapped_on(node_info.raw) if prepared.node_restricted else frozenset()
-        self.ext = prepared.for_allocatable(node_info.raw.get("status", {}).get("allocatable") or {}, unmapped)
+        self.ext = dry.requests_on(state.nodes[node])
 
     def check(self) -> Status | None:
         dry = self.dry
@@ -403,29 +396,6 @@ def is_candidate_status(status: Status) -> bool:
     return status.plugin == DRA and status.first.startswith(CANNOT_ALLOCATE)
 
 
-def preempt(
-    pod: PodInfo,
-    state: ClusterState,
-    result: Unschedulable,
-    *,
-    features: Features,
-    budgets: Sequence[Budget] = (),
-    offset: Callable[[int], int] = lambda n: 0,
-    releasing: Collection[str] = (),
-) -> Outcome:
-    """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis). ``offset(n)``: where
-    among the n potential nodes the dry run starts (upstream: rand.Int31n); ``releasing``: the
-    claims (tracker keys) of the pod's last preemption, which it waits for while any is still
-    allocated. See ``preemption`` for the same in steps."""
-    steps = preemption(pod, state, result, features=features, budgets=budgets, offset=offset, releasing=releasing)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            outcome: Outcome = done.value
-            return outcome
-
-
 def preemption(
     pod: PodInfo,
     state: ClusterState,
@@ -436,10 +406,13 @@ def preemption(
     offset: Callable[[int], int] = lambda n: 0,
     releasing: Collection[str] = (),
 ) -> Generator[None, None, Outcome]:
-    """``preempt`` as a generator that yields after each node's dry run (its value is the
-    Outcome): the shell hands the event loop back between nodes, so that a dry run over hundreds
-    of nodes never holds it long. The state may change between steps (watch events); a node gone
-    meanwhile is skipped."""
+    """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis), as a generator that
+    yields after each node's dry run (its value is the Outcome): the shell hands the event loop
+    back between nodes, so that a dry run over hundreds of nodes never holds it long. The state
+    may change between steps (watch events); a node gone meanwhile is skipped. ``offset(n)``:
+    where among the n potential nodes the dry run starts (upstream: rand.Int31n);
+    ``releasing``: the claims (tracker keys) of the pod's last preemption, which it waits for
+    while any is still allocated. ``preempt`` runs it to the end in one go."""
     if result.every_node is not None and result.every_node.plugin != DRA:
         # A PreFilter before DynamicResources' turned the pod away: DynamicResources' PostFilter,
         # which runs first, finds no cycle state of its own and fails with the framework's
@@ -499,6 +472,22 @@ def preemption(
     found_one = f"found a potential placement for pod on node {chosen.node}"
     message = f"preemption: {found_one}, preempting {len(chosen.victims)} victims"
     return Outcome(message, chosen, statuses=statuses)
+
+
+def _to_the_end(steps: Callable[P, Generator[None, None, Outcome]]) -> Callable[P, Outcome]:
+    def run(*args: P.args, **kwargs: P.kwargs) -> Outcome:
+        generator = steps(*args, **kwargs)
+        while True:
+            try:
+                next(generator)
+            except StopIteration as done:
+                outcome: Outcome = done.value
+                return outcome
+
+    return run
+
+
+preempt = _to_the_end(preemption)  # the same in one go (tests, benches, the differential)
 
 
 def lower_nominated(pod: PodInfo, node: str, state: ClusterState) -> list[PodInfo]:

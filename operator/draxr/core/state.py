@@ -466,6 +466,11 @@ class NodeUsage:
     nonzero_milli_cpu: int = 0
     nonzero_memory: int = 0
 
+    def copy(self) -> NodeUsage:
+        return NodeUsage(
+            dict(self.requested), self.pods, dict(self.host_ports), self.nonzero_milli_cpu, self.nonzero_memory
+        )
+
     def apply(self, pod: PodInfo, sign: int) -> None:
         self.pods += sign
         self.nonzero_milli_cpu += sign * pod.nonzero[0]
