@@ -21,15 +21,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from draxr_dev.scheduling.casegen import as_stored
 from draxr_dev.scheduling.casegen_preemption import FAMILIES, NOMINATED_SCORING_FAMILY
-from tests.differential.compare_scheduling import Mismatch, format_mismatch
+from tests.differential.compare_scheduling import Mismatch, format_mismatch, run_each
+from tests.differential.compare_scheduling import compare as compare_cases
 
 __all__ = ["GROUPS", "compare", "diff_preemption", "format_mismatch", "group_of", "run_python"]
 
@@ -141,44 +140,14 @@ def group_of(case: Mapping[str, Any], go: Mapping[str, Any]) -> str:
 
 
 def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> list[Mismatch]:
-    if not len(cases) == len(go) == len(py):
-        raise AssertionError(f"result counts differ: {len(cases)} cases, {len(go)} from Go, {len(py)} from Python")
-    mismatches = []
-    for case, g, p in zip(cases, go, py, strict=True):
-        if g.get("name") != case["name"] or p.get("name") != case["name"]:
-            raise AssertionError(f"results out of order at {case['name']}: go={g.get('name')} python={p.get('name')}")
-        diffs = diff_preemption(g, p)
-        if diffs:
-            mismatches.append(
-                Mismatch(
-                    name=case["name"],
-                    family=case.get("family"),
-                    group=group_of(case, g),
-                    tags=case.get("tags"),
-                    differences=diffs,
-                    go=g,
-                    python=p,
-                    case=case,
-                )
-            )
-    return mismatches
+    return compare_cases(cases, go, py, diff_preemption, lambda case, g: {"group": group_of(case, g)})
 
 
 def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float]:
     """draxr's result for every case (a Python exception is the case's error) and the seconds taken."""
     from draxr_dev.scheduling.evaluate_preemption import evaluate_preemption_case
 
-    results: list[JSON] = []
-    start = time.perf_counter()
-    for case in cases:
-        try:
-            results.append(evaluate_preemption_case(as_stored(case)))
-        except Exception as exc:  # a bug in the port, reported per case
-            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            where = traceback.extract_tb(exc.__traceback__)[-1:]
-            loc = f" at {where[0].filename}:{where[0].lineno}" if where else ""
-            results.append({"name": case.get("name"), "error": f"python exception: {tb}{loc}"})
-    return results, time.perf_counter() - start
+    return run_each(cases, lambda case: evaluate_preemption_case(as_stored(case)))
 
 
 def main(argv: Sequence[str]) -> int:

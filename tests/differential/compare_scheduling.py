@@ -31,7 +31,7 @@ from typing import Any
 
 from draxr_dev.scheduling.casegen import as_stored
 
-__all__ = ["Mismatch", "compare", "diff_results", "format_mismatch", "run_python"]
+__all__ = ["Mismatch", "compare", "diff_results", "format_mismatch", "run_each", "run_python"]
 
 JSON = dict[str, Any]
 
@@ -103,19 +103,28 @@ def _diff_decision(go: Mapping[str, Any], decision: Mapping[str, Any] | None) ->
     return []
 
 
-def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> list[Mismatch]:
+def compare(
+    cases: Sequence[JSON],
+    go: Sequence[JSON],
+    py: Sequence[JSON],
+    diff: Callable[[JSON, JSON], list[str]] = diff_results,
+    extra: Callable[[JSON, JSON], Mapping[str, Any]] = lambda case, go: {},
+) -> list[Mismatch]:
+    """The cases whose results ``diff`` tells apart, in order; ``extra(case, go)``: more fields
+    of the Mismatch (the preemption differential's group)."""
     if not len(cases) == len(go) == len(py):
         raise AssertionError(f"result counts differ: {len(cases)} cases, {len(go)} from Go, {len(py)} from Python")
     mismatches = []
     for case, g, p in zip(cases, go, py, strict=True):
         if g.get("name") != case["name"] or p.get("name") != case["name"]:
             raise AssertionError(f"results out of order at {case['name']}: go={g.get('name')} python={p.get('name')}")
-        diffs = diff_results(g, p)
+        diffs = diff(g, p)
         if diffs:
             mismatches.append(
                 Mismatch(
                     name=case["name"],
                     family=case.get("family"),
+                    **extra(case, g),
                     tags=case.get("tags"),
                     differences=diffs,
                     go=g,
@@ -137,10 +146,9 @@ def python_runner() -> tuple[Callable[[Mapping[str, Any]], JSON], str]:
     return run, "draxr_dev.scheduling.evaluate.evaluate_case(as_stored(case))"
 
 
-def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float, str]:
-    """Results of all cases (a Python exception is reported as the case's error), the seconds it
-    took, and which runner was used."""
-    run, which = python_runner()
+def run_each(cases: Sequence[Mapping[str, Any]], run: Callable[[Mapping[str, Any]], JSON]) -> tuple[list[JSON], float]:
+    """``run`` on every case (a Python exception is reported as the case's error), and the seconds
+    it took."""
     results: list[JSON] = []
     start = time.perf_counter()
     for case in cases:
@@ -151,7 +159,14 @@ def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float, s
             where = traceback.extract_tb(exc.__traceback__)[-1:]
             loc = f" at {where[0].filename}:{where[0].lineno}" if where else ""
             results.append({"name": case.get("name"), "error": f"python exception: {tb}{loc}"})
-    return results, time.perf_counter() - start, which
+    return results, time.perf_counter() - start
+
+
+def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float, str]:
+    """Results of all cases (see run_each), the seconds it took, and which runner was used."""
+    run, which = python_runner()
+    results, seconds = run_each(cases, run)
+    return results, seconds, which
 
 
 def format_mismatch(m: Mapping[str, Any], max_lines: int = 12) -> str:
