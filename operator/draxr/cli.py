@@ -94,6 +94,26 @@ def _capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _node_agent(args: argparse.Namespace) -> int:
+    """Publishes the device-plugin devices running pods hold on this node (DevicePluginRecord)."""
+    from draxr import logs
+    from draxr.node_agent import Options, main
+
+    logs.configure(args.log_level, args.log_format)
+    opts = Options(
+        node_name=args.node_name or "",
+        socket=args.socket,
+        refresh_seconds=args.refresh_seconds,
+        poll_seconds=args.poll_seconds,
+        resources=frozenset(args.resource or ()),
+        kubeconfig=args.kubeconfig or os.environ.get("KUBECONFIG") or None,
+        serviceaccount_dir=args.serviceaccount_dir,
+        health_port=args.health_port,
+        bind_address=args.bind_address,
+    )
+    return asyncio.run(main(opts))
+
+
 def _bool(text: str) -> bool:
     if text.lower() in ("1", "true", "yes", "on"):
         return True
@@ -139,6 +159,34 @@ def main(argv: list[str] | None = None) -> int:
     exp.add_argument("pod", help="NAMESPACE/NAME (namespace defaults to 'default')")
     exp.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: $KUBECONFIG, else in-cluster)")
     exp.set_defaults(func=_explain)
+    from draxr.node_agent import DEFAULT_SOCKET
+
+    agent = sub.add_parser(
+        "node-agent",
+        help="publish the device-plugin devices running pods hold on this node (a DevicePluginRecord)",
+    )
+    agent.add_argument("--node-name", default=os.environ.get("NODE_NAME"), help="this node (default: $NODE_NAME)")
+    agent.add_argument("--socket", default=DEFAULT_SOCKET, help="kubelet's pod-resources socket")
+    agent.add_argument(
+        "--refresh-seconds", type=int, default=30, help="rewrite the record at least this often (stale after 3x)"
+    )
+    agent.add_argument("--poll-seconds", type=float, default=2.0, help="read kubelet this often")
+    agent.add_argument(
+        "--resource",
+        action="append",
+        help="only this device-plugin resource name (repeatable; default: every name with a domain prefix)",
+    )
+    agent.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: $KUBECONFIG, else in-cluster)")
+    agent.add_argument(
+        "--serviceaccount-dir",
+        default="/var/run/secrets/kubernetes.io/serviceaccount",
+        help="in-cluster token and ca.crt",
+    )
+    agent.add_argument("--health-port", type=int, default=8081, help="/healthz (0: off)")
+    agent.add_argument("--bind-address", default="0.0.0.0", help="address of the health server")
+    agent.add_argument("--log-level", default=os.environ.get("DRAXR_LOG_LEVEL", "info"))
+    agent.add_argument("--log-format", default=os.environ.get("DRAXR_LOG_FORMAT", "json"), choices=["json", "console"])
+    agent.set_defaults(func=_node_agent)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

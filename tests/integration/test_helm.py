@@ -495,7 +495,7 @@ async def test_helm_install_creates_the_objects_and_its_rbac_carries_the_operato
 
     # Every object of the chart exists, with the content the chart renders.
     want = render(*values)
-    assert len(want) == 14, [(o["kind"], o["metadata"]["name"]) for o in want]  # manifests/ less its Namespace
+    assert len(want) == 15, [(o["kind"], o["metadata"]["name"]) for o in want]  # manifests/ less its Namespace
     for obj in want:
         group = obj["apiVersion"].rpartition("/")[0]
         where = ["-n", obj["metadata"]["namespace"]] if "namespace" in obj["metadata"] else []
