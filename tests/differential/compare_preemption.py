@@ -12,6 +12,10 @@ Equal means:
     node;
   - the dry run's rejected nodes and their statuses, when upstream's dry run ran.
 
+For the device family upstream means the harness's DRA preemption reference
+(tests/scheduler_harness/dra_preemption.go). DynamicResources' "cannot allocate all claims" is
+compared in upstream's words: draxr adds why (``upstream_reasons``).
+
 As a script, for debugging: ``python -m tests.differential.compare_preemption cases.json go.json``
 re-runs the Python side and prints the mismatches.
 """
@@ -25,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from draxr.core.placement import CANNOT_ALLOCATE
 from draxr_dev.scheduling.casegen import as_stored
-from draxr_dev.scheduling.casegen_preemption import FAMILIES, NOMINATED_SCORING_FAMILY
+from draxr_dev.scheduling.casegen_preemption import DEVICE_FAMILY, FAMILIES, NOMINATED_SCORING_FAMILY
 from tests.differential.compare_scheduling import Mismatch, format_mismatch, run_each
 from tests.differential.compare_scheduling import compare as compare_cases
 
@@ -39,15 +44,67 @@ JSON = dict[str, Any]
 # without preemption while a pod of at least its priority is nominated to a feasible node joins
 # the nominated-scoring family's group (the nominated pod counts in the filters, not in the scores).
 SCORING_NOMINATED = NOMINATED_SCORING_FAMILY
-GROUPS = tuple(FAMILIES)
+GROUPS = (*FAMILIES, DEVICE_FAMILY)
 
 
 def _found(node: str, victims: int) -> str:
     return f"found a potential placement for pod on node {node}, preempting {victims} victims"
 
 
+def _summary(message: str, plain: Mapping[str, str]) -> str:
+    """``message`` with each of draxr's detailed reasons in ``plain`` replaced by upstream's, and
+    the "N reason" parts of each "0/M nodes are available: ..." summary counted again and sorted
+    as upstream's FitError does."""
+    for detailed in sorted(plain, key=len, reverse=True):
+        message = message.replace(f" {detailed}", f" {plain[detailed]}")
+
+    def recount(m: re.Match[str]) -> str:
+        counts: dict[str, int] = {}
+        for part in m.group(2).split(", "):
+            n, _, reason = part.partition(" ")
+            counts[reason] = counts.get(reason, 0) + int(n)
+        return m.group(1) + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+
+    # (a summary ends with "." before a space or the end; a reason may hold dots: example.com/gpu)
+    return re.sub(r"(0/\d+ nodes are available: )(.*?)\.(?= |$)", recount, message)
+
+
+def upstream_reasons(py: Mapping[str, Any]) -> JSON:
+    """draxr's result in upstream's words: DynamicResources' "cannot allocate all claims" carries
+    draxr's more telling detail ("...: claim ns/name, request r: not enough suitable devices on
+    this node", or the devices of a class it found free), which upstream's reason leaves out. The
+    statuses keep upstream's reason; in the messages the detailed reasons are replaced and the
+    summary's counts added up again."""
+    plain: dict[str, str] = {}
+    statuses: list[Mapping[str, Any]] = [s for s in (py.get("filter") or {}).values() if s]
+    statuses += (py.get("preemption") or {}).get("statuses", {}).values()
+    for status in statuses:
+        for reason in status["reasons"]:
+            if reason.startswith(f"{CANNOT_ALLOCATE}:") or reason.startswith(f"{CANNOT_ALLOCATE} "):
+                plain[reason] = CANNOT_ALLOCATE
+    if not plain:
+        return dict(py)
+
+    def words(status: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        if status is None:
+            return None
+        return {**status, "reasons": [plain.get(r, r) for r in status["reasons"]]}
+
+    out = dict(py)
+    if "filter" in py:
+        out["filter"] = {n: words(s) for n, s in py["filter"].items()}
+    if py.get("preemption"):
+        pre = dict(py["preemption"])
+        pre["statuses"] = {n: words(s) for n, s in pre.get("statuses", {}).items()}
+        pre["message"] = _summary(pre["message"], plain)
+        pre["fitError"] = _summary(pre["fitError"], plain)
+        out["preemption"] = pre
+    return out
+
+
 def diff_preemption(go: Mapping[str, Any], py: Mapping[str, Any]) -> list[str]:
     """What differs, one line each (empty: equal)."""
+    py = upstream_reasons(py)
     if "error" in go:
         return [f"harness error: {go['error'][:2000]}"]
     if "error" in py:

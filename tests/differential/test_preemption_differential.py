@@ -13,14 +13,20 @@ choices), that node's victims in order and PDB violations, PostFilter's message 
 FailedScheduling message, the dry run's rejected nodes; a node found without preemption must be one
 of the best upstream scores.
 
-Cases: draxr_dev.scheduling.casegen_preemption, 2,400 at scale 1. Each case is counted in the group
-of its family (compare_preemption.GROUPS; a case of another family that found a node while a pod is
-nominated to a feasible node counts with preemption-nominated-scoring), each family isolating one
-source of differences. A group whose mismatches are understood and not fixed in draxr yet is an
-xfail(strict=True) with the cause as its reason (KNOWN; the minimal cases and the diagnosis are in
-tests/differential/PREEMPTION_MISMATCHES.md when present); every other group must match exactly. At
-another seed or scale a known group may happen to match: strict xfail then fails, the signal to
-look again.
+For DRA devices upstream has no reference (DynamicResources has no RemovePod/AddPod: its dry run
+frees no device), so the device family's cases ("draPreemption": true) run against the harness's
+DRA preemption reference (dra_preemption.go): upstream's DefaultPreemption and DynamicResources
+with KEP-5690's RemovePod/AddPod, extended to special claims, freeing the victims' devices for
+upstream's allocator, and DynamicResources' "cannot allocate all claims" nodes as candidates.
+
+Cases: draxr_dev.scheduling.casegen_preemption, 2,400 at scale 1 and 400 of the device family. Each
+case is counted in the group of its family (compare_preemption.GROUPS; a case of another family
+that found a node while a pod is nominated to a feasible node counts with
+preemption-nominated-scoring), each family isolating one source of differences. A group whose
+mismatches are understood and not fixed in draxr yet is an xfail(strict=True) with the cause as its
+reason (KNOWN; the minimal cases and the diagnosis are in tests/differential/PREEMPTION_MISMATCHES.md
+when present); every other group must match exactly. At another seed or scale a known group may
+happen to match: strict xfail then fails, the signal to look again.
 
 Knobs: DRAXR_PREEMPT_DIFF_SEED (default: DRAXR_SCHED_DIFF_SEED, else 1), DRAXR_PREEMPT_DIFF_SCALE
 (default: DRAXR_SCHED_DIFF_SCALE, else 1.0). Reproducing a mismatch: the failure names a directory
@@ -44,6 +50,8 @@ from draxr_dev.scheduling.casegen import feature_tally, format_tally
 from draxr_dev.scheduling.casegen_preemption import (
     BEYOND_FAMILIES,
     BEYOND_TAGS,
+    DEVICE_FAMILY,
+    DEVICE_TAGS,
     FAMILIES,
     NOMINATED_BEYOND_FAMILY,
     OVERLAP_FAMILY,
@@ -57,6 +65,7 @@ from tests.differential.compare_preemption import GROUPS, compare, format_mismat
 SEED = int(os.environ.get("DRAXR_PREEMPT_DIFF_SEED", os.environ.get("DRAXR_SCHED_DIFF_SEED", "1")))
 SCALE = float(os.environ.get("DRAXR_PREEMPT_DIFF_SCALE", os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1")))
 COUNT = max(1, round(2400 * SCALE))
+DEVICE_COUNT = max(1, round(400 * SCALE))
 MIN_CASES = max(1, round(20 * min(SCALE, 1.0)))
 SHOW_MISMATCHES = 5
 
@@ -84,7 +93,7 @@ def harness() -> Path:
 
 @pytest.fixture(scope="module")
 def cases() -> list[JSON]:
-    return generate_preemption_cases(SEED, COUNT)
+    return generate_preemption_cases(SEED, COUNT, DEVICE_COUNT)
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +117,13 @@ def groups(cases: list[JSON], go_results: list[JSON]) -> dict[str, str]:
 
 
 def test_generator_is_deterministic_and_covers_every_feature(cases: list[JSON]) -> None:
-    assert generate_preemption_cases(SEED, COUNT) == cases, "the case generator is not deterministic"
+    assert generate_preemption_cases(SEED, COUNT, DEVICE_COUNT) == cases, "the case generator is not deterministic"
     assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
     families = Counter(c["family"] for c in cases)
-    assert set(families) == set(FAMILIES), families
+    assert set(families) == {*FAMILIES, DEVICE_FAMILY}, families
     tally = feature_tally(cases)
-    thin = {t: tally.get(t, 0) for t in PREEMPTION_TAGS + BEYOND_TAGS if tally.get(t, 0) < MIN_CASES}
+    tags = PREEMPTION_TAGS + BEYOND_TAGS + DEVICE_TAGS
+    thin = {t: tally.get(t, 0) for t in tags if tally.get(t, 0) < MIN_CASES}
     assert not thin, f"features with fewer than {MIN_CASES} cases: {thin}\n{format_tally(tally)}"
     # Each family has its own source of differences, and only it (casegen_preemption).
     for case in cases:
@@ -124,6 +134,7 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[JSON]) 
         assert ("preempt-beyond-node" in tags) == (family in BEYOND_FAMILIES), case["name"]
         assert "beyond:spread-terminating" not in tags or family == SPREAD_TERMINATING_FAMILY, case["name"]
         assert "beyond:nominated-labels" not in tags or family == NOMINATED_BEYOND_FAMILY, case["name"]
+        assert bool(case.get("draPreemption")) == (family == DEVICE_FAMILY), case["name"]
     for case in cases:
         per_node = Counter(p["spec"].get("nodeName") for p in case["pods"] if p["spec"].get("nodeName"))
         # Go's sort.Slice is an insertion sort (stable) below 12 elements: victim order is defined.
@@ -178,7 +189,24 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         "not found",  # DynamicResources' PostFilter after a PreFilter rejection before its own
     ):
         assert outcomes[outcome] >= MIN_CASES, f"{outcome!r}: {outcomes[outcome]} cases"
-    for what, n in (("ties", ties), ("violating", violating), ("orders", orders), ("absent", absent)):
+    # Device cases where the pod preempts on a node whose devices DynamicResources could not
+    # allocate: only the reference's freed devices make them candidates (upstream 1.37 cannot).
+    freed = sum(
+        (r.get("preemption") or {}).get("code") == "Success"
+        and any(
+            (r["filter"].get(n) or {}).get("plugin") == "DynamicResources" for n in r["preemption"].get("choices") or ()
+        )
+        for c, r in zip(cases, go_results, strict=True)
+        if c["family"] == DEVICE_FAMILY
+    )
+    print(f"[preempt-differential] device cases preempting for devices DynamicResources could not allocate: {freed}")
+    for what, n in (
+        ("ties", ties),
+        ("violating", violating),
+        ("orders", orders),
+        ("absent", absent),
+        ("freed", freed),
+    ):
         assert n >= MIN_CASES, f"{what}: {n} cases"
     for group in GROUPS:
         assert sizes[group] >= MIN_CASES, f"group {group}: {sizes[group]} cases"

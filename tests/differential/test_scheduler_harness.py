@@ -364,3 +364,127 @@ def test_storage_objects_are_loaded(results: dict[str, JSON]) -> None:
 
 def test_invalid_case_is_an_error_not_a_crash(results: dict[str, JSON]) -> None:
     assert results["no-pod"] == {"name": "no-pod", "error": "pod is missing"}
+
+
+# -- the DRA preemption reference (dra_preemption.go) ---------------------------------------------
+
+GPU = "example.com/gpu"
+DRIVER = "gpu.example.com"
+
+
+def _gpu_node(name: str) -> tuple[JSON, JSON]:
+    """A node with two GPUs of the driver (its ResourceSlice)."""
+    devices = [{"name": f"gpu-{i}"} for i in range(2)]
+    pool = {"name": name, "generation": 1, "resourceSliceCount": 1}
+    spec = {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": devices}
+    return node(name), {"metadata": {"name": f"{name}-gpu"}, "spec": spec}
+
+
+def _claim(name: str, node_name: str, device: str, consumers: list[JSON], **meta: Any) -> JSON:
+    request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}
+    result = {"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device}
+    selector = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]
+    }
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", **meta},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {
+            "allocation": {"devices": {"results": [result]}, "nodeSelector": selector},
+            "reservedFor": consumers,
+        },
+    }
+
+
+def _holder(
+    name: str, node_name: str, priority: int, start: str, claims: tuple[str, ...] = (), special: str = ""
+) -> JSON:
+    p = pod(name, None, node_name, priority=priority)
+    p["status"]["startTime"] = start
+    if claims:
+        p["spec"]["resourceClaims"] = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    if special:
+        c = p["spec"]["containers"][0]
+        c["resources"] = {"requests": {GPU: "1"}, "limits": {GPU: "1"}}
+        mapping = {"containerName": c["name"], "resourceName": GPU, "requestName": "container-0-request-0"}
+        p["status"]["extendedResourceClaimStatus"] = {"requestMappings": [mapping], "resourceClaimName": special}
+    return p
+
+
+def _ref(name: str) -> JSON:
+    return {"resource": "pods", "name": name, "uid": f"uid-{name}"}
+
+
+def _dra_case(name: str, want: int, reference: bool) -> JSON:
+    """Two nodes of two GPUs each. On a: low-special's special claim (gpu-0) and a claim shared by
+    low-shared and high-shared (gpu-1: high-shared stays). On b: low-owner's claim also reserved for
+    a non-pod consumer (gpu-0) and low-own's claim (gpu-1). The incoming pod (priority 100) wants
+    ``want`` GPUs by the extended resource name."""
+    na, sa = _gpu_node("a")
+    nb, sb = _gpu_node("b")
+    owner = [{"apiVersion": "v1", "kind": "Pod", "name": "low-special", "uid": "uid-low-special", "controller": True}]
+    special_meta = {"annotations": {"resource.kubernetes.io/extended-resource-claim": "true"}, "ownerReferences": owner}
+    node_consumer = {"resource": "nodes", "name": "b", "uid": "node-uid-b"}
+    claims = [
+        _claim("low-special-extended-resources-abcde", "a", "gpu-0", [_ref("low-special")], **special_meta),
+        _claim("shared", "a", "gpu-1", [_ref("low-shared"), _ref("high-shared")]),
+        _claim("with-node", "b", "gpu-0", [_ref("low-owner"), node_consumer]),
+        _claim("own", "b", "gpu-1", [_ref("low-own")]),
+    ]
+    pods = [
+        _holder("low-special", "a", 0, "2024-03-01T00:00:00Z", special="low-special-extended-resources-abcde"),
+        _holder("low-shared", "a", 0, "2024-03-01T01:00:00Z", ("shared",)),
+        _holder("high-shared", "a", 1000, "2024-03-01T02:00:00Z", ("shared",)),
+        _holder("low-owner", "b", 0, "2024-03-01T03:00:00Z", ("with-node",)),
+        _holder("low-own", "b", 0, "2024-03-01T04:00:00Z", ("own",)),
+    ]
+    incoming = pod("incoming", priority=100, preemptionPolicy="PreemptLowerPriority")
+    incoming["spec"]["containers"][0]["resources"] = {"requests": {GPU: str(want)}, "limits": {GPU: str(want)}}
+    cls = {
+        "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}], "extendedResourceName": GPU},
+    }
+    return case(
+        name,
+        [na, nb],
+        incoming,
+        pods,
+        preempt=True,
+        draPreemption=reference,
+        deviceClasses=[cls],
+        resourceSlices=[sa, sb],
+        resourceClaims=claims,
+    )
+
+
+@pytest.fixture(scope="module")
+def dra_results(harness: Path) -> dict[str, JSON]:
+    cases = [
+        _dra_case("dra-one", 1, True),
+        _dra_case("dra-two", 2, True),
+        _dra_case("dra-one-upstream", 1, False),
+    ]
+    return {r["name"]: r for r in go_harness.run(harness, cases)}
+
+
+def test_dra_reference_frees_special_and_victims_only_claims(dra_results: dict[str, JSON]) -> None:
+    cannot = status("DynamicResources", "UnschedulableAndUnresolvable", "cannot allocate all claims")
+    for name in ("dra-one", "dra-two", "dra-one-upstream"):
+        assert dra_results[name]["filter"] == {"a": cannot, "b": cannot}, name  # (the codes stay upstream's)
+    # One GPU: on a, low-special's special claim frees gpu-0 (the shared claim stays: high-shared
+    # outlives the preemption); on b, low-own's claim frees gpu-1 (the non-pod consumer keeps gpu-0).
+    # low-shared and low-owner are reprieved. The tie goes to the latest start: b.
+    pre = dra_results["dra-one"]["preemption"]
+    assert pre["candidates"] == {
+        "a": {"victims": ["default/low-special"], "numPDBViolations": 0},
+        "b": {"victims": ["default/low-own"], "numPDBViolations": 0},
+    }, pre
+    assert (pre["nominatedNode"], pre["evicted"]) == ("b", ["default/low-own"]), pre
+    # Two GPUs: no node frees two.
+    pre = dra_results["dra-two"]["preemption"]
+    assert (pre["candidates"], pre["nominatedNode"]) == ({}, ""), pre
+    assert pre["statuses"] == {"a": cannot, "b": cannot}, pre
+    assert pre["message"] == "preemption: 0/2 nodes are available: 2 cannot allocate all claims.", pre
+    # Upstream itself: no candidate (DynamicResources' rejection is unresolvable).
+    pre = dra_results["dra-one-upstream"]["preemption"]
+    assert pre["message"] == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.", pre

@@ -30,6 +30,8 @@
 //	 // optional, for preemption cases (preemption.go):
 //	 "podDisruptionBudgets": [<policy/v1 PodDisruptionBudget>],
 //	 "preempt": true,                            // run PostFilter when no node is feasible
+//	 "draPreemption": true,                      // with the DRA preemption reference
+//	                                             // (dra_preemption.go): victims' devices freed
 //	 "pod": <v1 Pod to place>}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
@@ -176,6 +178,7 @@ type testCase struct {
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget `json:"podDisruptionBudgets,omitempty"`
 	Preempt              bool                            `json:"preempt,omitempty"`
 	PreemptTimeOnly      bool                            `json:"preemptTimeOnly,omitempty"` // no self-check (bench)
+	DRAPreemption        bool                            `json:"draPreemption,omitempty"`   // victims' devices freed (dra_preemption.go)
 	Pod                  *v1.Pod                         `json:"pod"`
 }
 
@@ -450,6 +453,12 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	if tc.Preempt {
 		registry = capturingRegistry(r.registry, &preemptionPlugin)
 	}
+	if tc.DRAPreemption {
+		if draManager == nil {
+			return nil, errors.New("draPreemption: the DynamicResourceAllocation feature is off")
+		}
+		registry = draReferenceRegistry(registry, draManager)
+	}
 	schedFramework, err := frameworkruntime.NewFramework(ctx, registry, r.profile.DeepCopy(),
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(informerFactory),
@@ -487,6 +496,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		return nil, err
 	}
 	if tc.Preempt && cyc.feasible == 0 {
+		if tc.DRAPreemption {
+			cyc.diagnosis = candidateDiagnosis(cyc.diagnosis)
+		}
 		res.Preemption, err = runPreemption(ctx, schedFramework, preemptionPlugin, cyc, pod, pods, tc.PodDisruptionBudgets, tc.PreemptTimeOnly)
 		if err != nil {
 			return nil, fmt.Errorf("preemption: %w", err)

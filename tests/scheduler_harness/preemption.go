@@ -23,7 +23,9 @@
 // PodDisruptionBudgets in the informer DefaultPreemption lists. The diagnosis is built as
 // findNodesThatFitPod builds it (a PreFilter rejection: every node absent with that status;
 // a narrowing PreFilterResult: absent nodes UnschedulableAndUnresolvable; the filters' statuses
-// per node). Then:
+// per node). For cases with "draPreemption" (the device family), DynamicResources is the harness's
+// DRA preemption reference, and in the diagnosis given to PostFilter and to the dry run below
+// DynamicResources' "cannot allocate all claims" nodes are Unschedulable (dra_preemption.go). Then:
 //
 //   - the real thing: RunPostFilterPlugins (DynamicResources, then DefaultPreemption), with the
 //     plugin's Executor.PreemptPod replaced by a recorder (the async actuation runs, but nothing

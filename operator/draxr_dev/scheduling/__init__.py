@@ -14,7 +14,8 @@ A case (JSON, Kubernetes objects in their v1 JSON form)::
      # "csiNodes", "csiDrivers", "csiStorageCapacities", "volumeAttachments": lists of the v1 /
      # storage/v1 objects; (claim cases) "deviceClasses", "resourceSlices", "resourceClaims",
      # "resourceClaimTemplates": lists of the resource.k8s.io/v1 objects; (preemption cases,
-     # casegen_preemption) "podDisruptionBudgets": policy/v1 objects and "preempt": true
+     # casegen_preemption) "podDisruptionBudgets": policy/v1 objects and "preempt": true, and for
+     # its device family "draPreemption": true (the harness's DRA preemption reference)
      "pod": Pod (to place)}
 
 Pods are written as users write them (pod affinity matchLabelKeys / mismatchLabelKeys and

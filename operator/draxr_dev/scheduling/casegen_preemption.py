@@ -38,12 +38,30 @@ The families (FAMILIES) each add one thing a difference may come from, and only 
   incoming pod that fits on all, a pod of at least its priority nominated to the least loaded node
   (upstream counts nominated pods in the filters, never in the scores).
 
-Determinism: each case draws from its own ``random.Random(f"{seed}/preemption/{index}")``.
+The device family (``preemption-devices``, DEVICE_FAMILY; ``generate_device_case``, counted apart:
+``generate_preemption_cases(seed, count, devices)`` appends them, so the other families' cases do
+not change) is compared with the harness's DRA preemption reference ("draPreemption": true,
+tests/scheduler_harness/dra_preemption.go: KEP-5690's RemovePod/AddPod over upstream's
+DynamicResources and allocator, extended to special claims), since upstream frees no device in its
+dry run: 2-8 nodes with node-local ResourceSlices of one driver's GPUs (a model attribute), a
+device plugin's ``example.com/gpu`` or neither; one DeviceClass whose ``extendedResourceName`` is
+``example.com/gpu`` (KEP-5004); bound pods holding GPUs through their special claim (annotated,
+owned by the pod, allocated on its node, reserved for it, named in the pod's
+status.extendedResourceClaimStatus, as kube-scheduler leaves it), through a claim of their own (by
+name or made from a template), a claim shared with another pod of the node (a victim or a pod that
+stays), a claim also reserved for a non-pod consumer, or the device plugin; claims reserved only for
+a non-pod consumer, or for nobody; finished pods still holding claims; nominated pods asking for
+GPUs; budgets as in the base; and an incoming pod asking for GPUs by the extended resource name, a
+claim of its own (sometimes with a CEL selector on the model), or both, most often more than any
+node has free (tags DEVICE_TAGS).
+
+Determinism: each case draws from its own ``random.Random(f"{seed}/preemption/{index}")`` (a device
+case from ``f"{seed}/preemption-devices/{index}"``).
 Victim order among pods of equal priority and start follows the node's pod order (the case's pod
 order on both sides); at most 11 pods per node keep Go's sort.Slice an insertion sort (stable).
 
-``PREEMPTION_TAGS`` (base) and ``BEYOND_TAGS``: what the differential test demands at least 20
-cases of.
+``PREEMPTION_TAGS`` (base), ``BEYOND_TAGS`` and ``DEVICE_TAGS``: what the differential test demands
+at least 20 cases of.
 """
 
 from __future__ import annotations
@@ -58,6 +76,8 @@ __all__ = [
     "BEYOND_FAMILIES",
     "BEYOND_FAMILY",
     "BEYOND_TAGS",
+    "DEVICE_FAMILY",
+    "DEVICE_TAGS",
     "FAMILIES",
     "LOCAL_FAMILY",
     "NOMINATED_BEYOND_FAMILY",
@@ -66,6 +86,7 @@ __all__ = [
     "PREEMPTION_TAGS",
     "SPREAD_TERMINATING_FAMILY",
     "UNSET_FAMILY",
+    "generate_device_case",
     "generate_preemption_case",
     "generate_preemption_cases",
 ]
@@ -797,5 +818,422 @@ def generate_preemption_case(seed: int, index: int) -> JSON:
     }
 
 
-def generate_preemption_cases(seed: int, count: int) -> list[JSON]:
-    return [generate_preemption_case(seed, i) for i in range(count)]
+# -- devices (the DRA preemption reference) -------------------------------------------------------
+
+DEVICE_FAMILY = "preemption-devices"
+DRIVER = "gpu.example.com"
+DEVICE_CLASS = "gpu.example.com"
+MODELS = ("a100", "t4")
+SPECIAL_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+NODE_CONSUMER_UID = "node-consumer-uid"
+DEVICE_TAGS = (
+    "dra:slices",
+    "dra:device-plugin-node",
+    "dra:no-slices",
+    "dra:special-claim",
+    "dra:claim",
+    "dra:claim-template",
+    "dra:holds-both",
+    "dra:nominated-gpu",
+    "dra:claim-shared",
+    "dra:claim-shared-stays",
+    "dra:claim-shared-victims",
+    "dra:claim-non-pod-consumer",
+    "dra:claim-non-pod-only",
+    "dra:claim-unreserved",
+    "dra:terminal-holding",
+    "dra:device-plugin-pods",
+    "dra:pod-extended",
+    "dra:pod-claim",
+    "dra:pod-both",
+    "dra:pod-selector",
+    "dra:pod-above-free",
+    "dra:pod-too-many",
+    "dra:pod-cpu-too",
+)
+
+
+class _Devices:
+    """The case's DRA objects: one DeviceClass for the driver's GPUs (serving the extended resource
+    name ``GPU``, KEP-5004), node-local ResourceSlices, and the claims of bound pods."""
+
+    def __init__(self, g: _Gen) -> None:
+        self.g, self.r = g, g.r
+        self.slices: list[JSON] = []
+        self.claims: list[JSON] = []
+        self.free: dict[str, list[tuple[str, str]]] = {}  # node -> free (device, model)
+        self.total: dict[str, int] = {}
+        self.serial = 0
+        self.classes = [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": DEVICE_CLASS, "uid": "uid-class-gpu", "resourceVersion": "1"},
+                "spec": {
+                    "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+                    "extendedResourceName": GPU,
+                },
+            }
+        ]
+
+    def add_slice(self, node: str, n: int) -> None:
+        devices: list[JSON] = []
+        free: list[tuple[str, str]] = []
+        for i in range(n):
+            model = self.r.choice(MODELS)
+            devices.append({"name": f"gpu-{i}", "attributes": {"model": {"string": model}}})
+            free.append((f"gpu-{i}", model))
+        self.slices.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-gpu", "uid": f"uid-slice-{node}", "resourceVersion": "1"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            }
+        )
+        self.free[node], self.total[node] = free, n
+
+    def claim(self, name: str, ns: str, request: str, count: int, node: str, consumers: list[JSON]) -> JSON | None:
+        """A claim of ``count`` of the node's free devices, allocated there and reserved for
+        ``consumers`` (None: not enough free devices)."""
+        free = self.free.get(node, [])
+        if count > len(free):
+            return None
+        taken = [free.pop(self.r.randrange(len(free))) for _ in range(count)]
+        self.serial += 1
+        claim: JSON = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": f"uid-claim-{self.serial}",
+                "resourceVersion": "1",
+                "finalizers": [DELETE_PROTECTION],
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": request,
+                            "exactly": {
+                                "deviceClassName": DEVICE_CLASS,
+                                "allocationMode": "ExactCount",
+                                "count": count,
+                            },
+                        }
+                    ]
+                }
+            },
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [{"request": request, "driver": DRIVER, "pool": node, "device": d} for d, _ in taken]
+                    },
+                    "nodeSelector": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                        ]
+                    },
+                }
+            },
+        }
+        if consumers:
+            claim["status"]["reservedFor"] = consumers
+        self.claims.append(claim)
+        return claim
+
+
+def _consumer(pod: Mapping[str, Any]) -> JSON:
+    return {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+
+
+def _request_name(container: Mapping[str, Any]) -> str:
+    """The special claim's request for the container's GPUs, as kube-scheduler names it
+    (createResourceRequestAndMappings: container index, then the name's index among its requests)."""
+    keys = sorted(container["resources"]["requests"])
+    return f"container-0-request-{keys.index(GPU)}"
+
+
+def _hold_special(d: _Devices, pod: JSON, count: int) -> bool:
+    """The pod's GPUs through its special claim (KEP-5004), as kube-scheduler leaves it bound."""
+    c = pod["spec"]["containers"][0]
+    res = c.setdefault("resources", {})
+    res.setdefault("requests", {})[GPU] = str(count)
+    res.setdefault("limits", {})[GPU] = str(count)
+    request = _request_name(c)
+    meta = pod["metadata"]
+    name = f"{meta['name']}-extended-resources-{d.r.randrange(36**5):05x}"
+    claim = d.claim(name, meta["namespace"], request, count, pod["spec"]["nodeName"], [_consumer(pod)])
+    if claim is None:
+        del res["requests"][GPU], res["limits"][GPU]
+        return False
+    claim["metadata"]["annotations"] = {SPECIAL_ANNOTATION: "true"}
+    claim["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True}
+    ]
+    pod["status"]["extendedResourceClaimStatus"] = {
+        "requestMappings": [{"containerName": c["name"], "resourceName": GPU, "requestName": request}],
+        "resourceClaimName": name,
+    }
+    return True
+
+
+def _hold_claim(d: _Devices, pod: JSON, count: int, template: bool = False) -> JSON | None:
+    """The pod's GPUs through a claim of its own (spec.resourceClaims), allocated and reserved for
+    it; ``template``: made for it from a ResourceClaimTemplate (named in status.resourceClaimStatuses)."""
+    meta = pod["metadata"]
+    name = f"{meta['name']}-gpu-{d.r.randrange(36**5):05x}" if template else f"{meta['name']}-gpu"
+    claim = d.claim(name, meta["namespace"], "gpu", count, pod["spec"]["nodeName"], [_consumer(pod)])
+    if claim is None:
+        return None
+    if not template:
+        _uses(pod, claim)
+        return claim
+    entries = pod["spec"].setdefault("resourceClaims", [])
+    entry = f"gpu-{len(entries)}"
+    entries.append({"name": entry, "resourceClaimTemplateName": "gpu-template"})
+    pod["status"].setdefault("resourceClaimStatuses", []).append({"name": entry, "resourceClaimName": name})
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": entry}
+    claim["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True}
+    ]
+    return claim
+
+
+def _uses(pod: JSON, claim: Mapping[str, Any]) -> None:
+    entries = pod["spec"].setdefault("resourceClaims", [])
+    entries.append({"name": f"gpu-{len(entries)}", "resourceClaimName": claim["metadata"]["name"]})
+
+
+def _device_pods(g: _Gen, d: _Devices, node: JSON, pods: list[JSON]) -> None:
+    """Bound pods on ``node`` holding its GPUs by special claims, claims of their own or shared
+    claims (or by the device plugin, on a device-plugin node)."""
+    r = g.r
+    name = node["metadata"]["name"]
+    plugin = _alloc(node, GPU)
+    own: list[tuple[JSON, JSON]] = []  # (pod, claim) of ordinary claims on this node
+    for _ in range(r.randint(1, 7)):
+        i = len(pods)
+        cpu = r.choice((100, 250, 500, 1000))
+        spec: JSON = {"nodeName": name, "priority": _priority(g, None), "containers": [_container(cpu, 256)]}
+        status: JSON = {"phase": "Running", "startTime": _start(g, False)}
+        pod = _pod(f"pod-{i}", r.choice(NAMESPACES), _labels(r), spec, status)
+        pods.append(pod)
+        roll = r.random()
+        if roll < 0.03:
+            _terminate(pod, r.random() < 0.5)
+            g.tag("pods:terminating")
+        elif roll < 0.06:
+            status["phase"] = "Succeeded"  # finished, its claims not released yet
+            g.tag("pods:terminal")
+        if plugin:
+            want = r.choice((0, 1, 1, 2))
+            if 0 < want <= plugin:
+                plugin -= want
+                spec["containers"][0] = _container(cpu, 256, want)
+                g.tag("dra:device-plugin-pods")
+            continue
+        if name not in d.free:
+            continue
+        roll = r.random()
+        count = r.choice((1, 1, 1, 2, 2, 3))
+        if roll < 0.4:
+            if _hold_special(d, pod, count):
+                g.tag("dra:special-claim")
+                if r.random() < 0.15 and _hold_claim(d, pod, 1) is not None:
+                    g.tag("dra:holds-both")
+        elif roll < 0.65:
+            template = r.random() < 0.3
+            claim = _hold_claim(d, pod, count, template)
+            if claim is not None:
+                if not template:  # (a claim made from a template is its pod's alone)
+                    own.append((pod, claim))
+                g.tag("dra:claim-template" if template else "dra:claim")
+        elif roll < 0.85 and own:
+            _, claim = r.choice(own)  # a claim shared with an earlier pod of this node
+            pod["metadata"]["namespace"] = claim["metadata"]["namespace"]
+            _uses(pod, claim)
+            claim["status"]["reservedFor"].append(_consumer(pod))
+            g.tag("dra:claim-shared")
+    for _, claim in own:
+        if r.random() < 0.12:
+            claim["status"]["reservedFor"].append(
+                {"resource": "nodes", "name": name, "uid": NODE_CONSUMER_UID}  # a non-pod consumer
+            )
+            g.tag("dra:claim-non-pod-consumer")
+    if name in d.free and d.free[name] and r.random() < 0.2:
+        consumer = {"resource": "nodes", "name": name, "uid": NODE_CONSUMER_UID}
+        if d.claim(f"blocker-{name}", "default", "gpu", 1, name, [consumer]) is not None:
+            g.tag("dra:claim-non-pod-only")
+    unreserved = name in d.free and d.free[name] and r.random() < 0.1
+    if unreserved and d.claim(f"unreserved-{name}", "default", "gpu", 1, name, []) is not None:
+        g.tag("dra:claim-unreserved")
+
+
+def _free_gpus(d: _Devices, node: Mapping[str, Any], pods: Sequence[JSON]) -> int:
+    """GPUs free on ``node``: its DRA devices no claim holds, or its device plugin's not requested."""
+    name = node["metadata"]["name"]
+    if name in d.total:
+        return len(d.free[name])
+    used = sum(
+        int(p["spec"]["containers"][0].get("resources", {}).get("requests", {}).get(GPU, 0))
+        for p in pods
+        if p["spec"].get("nodeName") == name and p["status"]["phase"] not in ("Succeeded", "Failed")
+    )
+    return max(0, _alloc(node, GPU) - used)
+
+
+def _device_incoming(g: _Gen, d: _Devices, nodes: Sequence[JSON], pods: list[JSON]) -> tuple[JSON, list[JSON]]:
+    """A pod asking for GPUs (by the extended resource name, a claim, or both) that fits only by
+    evicting (or not even so, or without), and its own claim if it has one."""
+    r = g.r
+    priority = r.choice(INCOMING_PRIORITIES)
+    # The target: most often a node whose GPUs are partly taken (by the DRA driver, or the
+    # device plugin), so that only evictions make room.
+    dra = [n for n in nodes if n["metadata"]["name"] in d.total]
+    busy = [n for n in dra if len(d.free[n["metadata"]["name"]]) < d.total[n["metadata"]["name"]]]
+    plugin = [n for n in nodes if _alloc(n, GPU)]
+    most = max((_free_gpus(d, n, pods) for n in nodes), default=0)
+    # (best: a node with more GPUs than any node has free)
+    exceeding = [n for n in busy if d.total[n["metadata"]["name"]] > most]
+    target = r.choice(exceeding or busy or dra or plugin or list(nodes))
+    if plugin and r.random() < 0.2:
+        target = r.choice(plugin)
+    tname = target["metadata"]["name"]
+    total = d.total.get(tname) or _alloc(target, GPU)
+    free = len(d.free[tname]) if tname in d.total else total
+    roll = r.random()
+    if roll < 0.08:
+        want = max([*d.total.values(), *(_alloc(n, GPU) for n in nodes), 0]) + 1
+        g.tag("dra:pod-too-many")
+    elif roll < 0.15 or free >= total:
+        want = r.randint(1, max(1, total))
+    else:
+        # More than any node has free, when the target allows: only evictions make room.
+        want = r.randint(most + 1, total) if most < total else r.randint(free + 1, total)
+        g.tag("dra:pod-above-free")
+    cpu = r.choice((100, 250, 500))
+    if r.random() < 0.15:
+        cpu = min(_alloc(target, "cpu"), _free_cpu(target, pods) + r.choice((100, 1000)))
+        g.tag("dra:pod-cpu-too")
+    mode = r.choices(("extended", "claim", "both"), weights=(5, 3, 2))[0]
+    claimed = want
+    extended = 0
+    if mode == "both" and want >= 2:
+        extended = r.randint(1, want - 1)
+        claimed = want - extended
+    elif mode == "extended" or (mode == "both" and want < 2):
+        mode, extended, claimed = "extended", want, 0
+    g.tag(f"dra:pod-{mode}")
+    spec: JSON = {"priority": priority, "containers": [_container(cpu, 512, extended)]}
+    spec["preemptionPolicy"] = "Never" if r.random() < 0.05 else "PreemptLowerPriority"
+    if spec["preemptionPolicy"] == "Never":
+        g.tag("pod:never")
+    if r.random() < 0.1:
+        spec["nodeSelector"] = {ZONE: r.choice(ZONES)}
+        g.tag("pod:nodeSelector")
+    own: list[JSON] = []
+    ns = r.choice(NAMESPACES)
+    if claimed:
+        exactly: JSON = {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": claimed}
+        if r.random() < 0.25:
+            exactly["selectors"] = [
+                {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "{r.choice(MODELS)}"'}}
+            ]
+            g.tag("dra:pod-selector")
+        own.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {
+                    "name": "incoming-gpu",
+                    "namespace": ns,
+                    "uid": "uid-claim-incoming",
+                    "resourceVersion": "1",
+                },
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+            }
+        )
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "incoming-gpu"}]
+    return _pod("incoming", ns, {"app": r.choice(APPS)} if r.random() < 0.5 else {}, spec, {"phase": "Pending"}), own
+
+
+def generate_device_case(seed: int, index: int) -> JSON:
+    """A case of the device family: preemption for DRA devices, compared with the harness's DRA
+    preemption reference ("draPreemption": true; tests/scheduler_harness/dra_preemption.go)."""
+    r = random.Random(f"{seed}/{DEVICE_FAMILY}/{index}")
+    g = _Gen(r, DEVICE_FAMILY)
+    d = _Devices(g)
+    count = r.choice((2, 2, 3, 3, 4, 4, 5, 6, 8))
+    if count == 2:
+        g.tag("nodes:2")
+    nodes: list[JSON] = []
+    pods: list[JSON] = []
+    for i in range(count):
+        name = f"node-{i}"
+        alloc = {"cpu": _milli(r.choice((4000, 8000, 16000))), "memory": "32Gi", "pods": "110"}
+        roll = r.random()
+        if roll < 0.15:
+            alloc[GPU] = str(r.choice((2, 4, 8)))
+            g.tag("dra:device-plugin-node")
+        elif roll < 0.25:
+            g.tag("dra:no-slices")
+        else:
+            d.add_slice(name, r.choice((1, 2, 2, 4, 4, 8)))
+            g.tag("dra:slices")
+        labels = {HOSTNAME: name, ZONE: ZONES[i % 3]}
+        node = {
+            "metadata": {"name": name, "uid": f"node-uid-{i}", "labels": labels},
+            "spec": {},
+            "status": {"capacity": dict(alloc), "allocatable": alloc},
+        }
+        nodes.append(node)
+        _device_pods(g, d, node, pods)
+    pod, own = _device_incoming(g, d, nodes, pods)
+    priorities = {p["metadata"]["uid"]: p["spec"]["priority"] for p in pods}
+    for claim in d.claims:
+        users = [priorities[c["uid"]] for c in claim["status"].get("reservedFor") or () if c["resource"] == "pods"]
+        if len(users) > 1:  # shared: with a pod that stays, or by victims only
+            stays = max(users) >= pod["spec"]["priority"]
+            g.tag("dra:claim-shared-stays" if stays else "dra:claim-shared-victims")
+    for p in pods:
+        holds = p["status"].get("extendedResourceClaimStatus") or p["spec"].get("resourceClaims")
+        if holds and p["status"]["phase"] == "Succeeded":
+            g.tag("dra:terminal-holding")
+    nominated = make_nominated_pods(g, nodes, pod["spec"]["priority"])
+    for p in nominated:
+        if r.random() < 0.4:  # (upstream's filters count them, but no device is theirs yet)
+            c = p["spec"]["containers"][0]
+            n = str(r.choice((1, 2)))
+            c.setdefault("resources", {}).setdefault("requests", {})[GPU] = n
+            c["resources"].setdefault("limits", {})[GPU] = n
+            g.tag("dra:nominated-gpu")
+    pdbs = make_pdbs(g, pods)
+    return {
+        "name": f"{DEVICE_FAMILY}-{index:05d}",
+        "family": DEVICE_FAMILY,
+        "tags": sorted(g.tags),
+        "preempt": True,
+        "draPreemption": True,
+        "nodes": nodes,
+        "pods": pods + nominated,
+        "namespaces": [{"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}} for ns in NAMESPACES],
+        "podDisruptionBudgets": pdbs,
+        "deviceClasses": d.classes,
+        "resourceSlices": d.slices,
+        "resourceClaims": d.claims + own,
+        "pod": pod,
+    }
+
+
+def generate_preemption_cases(seed: int, count: int, devices: int = 0) -> list[JSON]:
+    """``count`` cases of the weighted families, then ``devices`` of the device family."""
+    cases = [generate_preemption_case(seed, i) for i in range(count)]
+    return cases + [generate_device_case(seed, i) for i in range(devices)]
