@@ -50,10 +50,10 @@ owned by the pod, allocated on its node, reserved for it, named in the pod's
 status.extendedResourceClaimStatus, as kube-scheduler leaves it), through a claim of their own (by
 name or made from a template), a claim shared with another pod of the node (a victim or a pod that
 stays), a claim also reserved for a non-pod consumer, or the device plugin; claims reserved only for
-a non-pod consumer, or for nobody; finished pods still holding claims; nominated pods asking for
-GPUs; budgets as in the base; and an incoming pod asking for GPUs by the extended resource name, a
-claim of its own (sometimes with a CEL selector on the model), or both, most often more than any
-node has free (tags DEVICE_TAGS).
+a non-pod consumer, or for nobody; admin-access claims (never counted as allocated); finished pods
+still holding claims; nominated pods asking for GPUs; budgets as in the base; and an incoming pod
+asking for GPUs by the extended resource name, a claim of its own (sometimes with a CEL selector on
+the model), or both, most often more than any node has free (tags DEVICE_TAGS).
 
 Determinism: each case draws from its own ``random.Random(f"{seed}/preemption/{index}")`` (a device
 case from ``f"{seed}/preemption-devices/{index}"``).
@@ -842,6 +842,7 @@ DEVICE_TAGS = (
     "dra:claim-non-pod-consumer",
     "dra:claim-non-pod-only",
     "dra:claim-unreserved",
+    "dra:admin-access",
     "dra:terminal-holding",
     "dra:device-plugin-pods",
     "dra:pod-extended",
@@ -1062,6 +1063,21 @@ def _device_pods(g: _Gen, d: _Devices, node: JSON, pods: list[JSON]) -> None:
             _uses(pod, claim)
             claim["status"]["reservedFor"].append(_consumer(pod))
             g.tag("dra:claim-shared")
+    holders = [p for p in pods if p["spec"].get("nodeName") == name]
+    if name in d.total and holders and r.random() < 0.15:
+        # An admin-access claim on one of the node's devices: never counted as allocated, so its
+        # removal frees nothing (upstream's allocatedDevices skips it; draxr's tracker too).
+        pod = r.choice(holders)
+        claim = d.claim(f"{pod['metadata']['name']}-admin", pod["metadata"]["namespace"], "gpu", 0, name, [])
+        if claim is not None:
+            device = f"gpu-{r.randrange(d.total[name])}"
+            claim["spec"]["devices"]["requests"][0]["exactly"].update(count=1, adminAccess=True)
+            claim["status"]["allocation"]["devices"]["results"] = [
+                {"request": "gpu", "driver": DRIVER, "pool": name, "device": device, "adminAccess": True}
+            ]
+            claim["status"]["reservedFor"] = [_consumer(pod)]
+            _uses(pod, claim)
+            g.tag("dra:admin-access")
     for _, claim in own:
         if r.random() < 0.12:
             claim["status"]["reservedFor"].append(
