@@ -1,7 +1,7 @@
 """The generated part of the Helm chart (manifests/helm/draxr): its CRDs and every object of
-manifests/ except the Deployment, taken from ``kubectl kustomize manifests/`` (and the cert-manager
-and monitoring components) so that RBAC rules, CRDs, webhook objects, alerts and the dashboard
-have one source of truth.
+manifests/ except the Deployment, taken from ``kubectl kustomize manifests/`` (and the cert-manager,
+monitoring and node-agent components) so that RBAC rules, CRDs, webhook objects, alerts, the
+dashboard and the node agent have one source of truth.
 
 Each source file of manifests/ becomes one template of the same name; only the fields the chart's
 values drive are replaced by template expressions (see ``_wire``), the release namespace replaces
@@ -37,6 +37,7 @@ CRDS = REPO_ROOT / "crds"
 CHART = MANIFESTS / "helm" / "draxr"
 CERT_MANAGER = MANIFESTS / "components" / "cert-manager"
 MONITORING = MANIFESTS / "components" / "monitoring"
+NODE_AGENT = MANIFESTS / "components" / "node-agent"
 DASHBOARD = ("ConfigMap", "draxr-dashboard")  # from the monitoring component's configMapGenerator
 NAMESPACE = "draxr-system"
 RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
@@ -54,6 +55,10 @@ FILE_CONDITIONS = {
     "servicemonitor.yaml": ".Values.metrics.serviceMonitor.enabled",
     "prometheusrule.yaml": ".Values.metrics.prometheusRule.enabled",
     "dashboard.yaml": ".Values.metrics.dashboard.enabled",
+    "node-agent-namespace.yaml": ".Values.nodeAgent.enabled",
+    "node-agent-rbac.yaml": ".Values.nodeAgent.enabled",
+    "node-agent-policy.yaml": ".Values.nodeAgent.enabled",
+    "node-agent-daemonset.yaml": ".Values.nodeAgent.enabled",
 }
 # Objects whose labels the values extend (for prometheus-operator's selectors, Grafana's sidecar).
 EXTRA_LABELS = {
@@ -133,6 +138,11 @@ def rendered_monitoring(kubectl: Path) -> list[Obj]:
     return rendered_with(kubectl, MONITORING)
 
 
+def rendered_node_agent(kubectl: Path) -> list[Obj]:
+    """manifests/ with the node-agent component (its namespace, RBAC, admission policy, DaemonSet)."""
+    return rendered_with(kubectl, NODE_AGENT)
+
+
 def _sources() -> dict[Key, str]:
     """Which file of manifests/ (or the cert-manager component) each object comes from."""
     out: dict[Key, str] = {}
@@ -140,6 +150,7 @@ def _sources() -> dict[Key, str]:
         *sorted(MANIFESTS.glob("*.yaml")),
         *sorted(CERT_MANAGER.glob("*.yaml")),
         *sorted(MONITORING.glob("*.yaml")),
+        *sorted(NODE_AGENT.glob("*.yaml")),
     ]:
         if path.name == "kustomization.yaml":
             continue
@@ -163,6 +174,19 @@ def _wire(obj: Obj, cert_manager: Obj | None) -> Obj:
         endpoint["scrapeTimeout"] = Cond(
             ".Values.metrics.serviceMonitor.scrapeTimeout", Raw(".Values.metrics.serviceMonitor.scrapeTimeout")
         )
+    if kind == "DaemonSet" and name == "draxr-node-agent":
+        pod = obj["spec"]["template"]["spec"]
+        [ctr] = pod["containers"]
+        ctr["image"] = Raw('printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion)')
+        ctr["imagePullPolicy"] = Raw(".Values.image.pullPolicy")
+        assert ctr["args"] == ["--refresh-seconds=30", "--poll-seconds=2"], "teach draxr_dev.helmchart the new args"
+        ctr["args"] = [
+            Raw('printf "--refresh-seconds=%v" .Values.nodeAgent.refreshSeconds'),
+            Raw('printf "--poll-seconds=%v" .Values.nodeAgent.pollSeconds'),
+        ]
+        ctr["resources"] = Block(".Values.nodeAgent.resources")
+        pod["tolerations"] = Block(".Values.nodeAgent.tolerations")
+        pod["nodeSelector"] = Block(".Values.nodeAgent.nodeSelector")
     if kind == "Service" and name == "draxr-metrics":
         [port] = obj["spec"]["ports"]
         port["port"] = Raw(".Values.metrics.port")
@@ -291,6 +315,7 @@ def generate(kubectl: Path) -> dict[str, str]:
     base = rendered_base(kubectl)
     added, hook = _cert_manager_diff(base, rendered_cert_manager(kubectl))
     added += _no_changes(base, rendered_monitoring(kubectl), "monitoring")
+    added += _no_changes(base, rendered_node_agent(kubectl), "node-agent")
     sources = _sources()
     files: dict[str, str] = {}
     grouped: dict[str, list[Obj]] = {}

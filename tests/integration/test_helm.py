@@ -155,6 +155,11 @@ def test_generated_files_are_fresh(tmp_path: Path) -> None:
         "templates/servicemonitor.yaml",
         "templates/prometheusrule.yaml",
         "templates/dashboard.yaml",
+        "crds/devicepluginrecords.draxr.io.yaml",
+        "templates/node-agent-namespace.yaml",
+        "templates/node-agent-rbac.yaml",
+        "templates/node-agent-policy.yaml",
+        "templates/node-agent-daemonset.yaml",
     } <= generated
     assert "templates/deployment.yaml" not in generated
 
@@ -234,11 +239,57 @@ def test_monitoring_renders_the_component(kustomized: dict[ObjKey, Obj]) -> None
         assert {k for k, _ in alone} == {kind}, (value, alone)
 
 
+NODE_AGENT = "draxr-node-agent"
+
+
+def test_node_agent_renders_the_component(kustomized: dict[ObjKey, Obj]) -> None:
+    """nodeAgent.enabled renders what manifests/ with components/node-agent renders (its namespace,
+    RBAC, admission policy and DaemonSet); its values reach the DaemonSet; the operator's own role
+    reads the records either way."""
+    want = by_key(helmchart.rendered_node_agent(kubectl_bin()))
+    added = {k[1:] for k in set(want) - set(kustomized)}
+    assert added == {
+        ("Namespace", "", NODE_AGENT),
+        ("ServiceAccount", NODE_AGENT, NODE_AGENT),
+        ("ClusterRole", "", NODE_AGENT),
+        ("ClusterRoleBinding", "", NODE_AGENT),
+        ("ValidatingAdmissionPolicy", "", NODE_AGENT),
+        ("ValidatingAdmissionPolicyBinding", "", NODE_AGENT),
+        ("DaemonSet", NODE_AGENT, NODE_AGENT),
+    }
+    assert_same(by_key(render("nodeAgent.enabled=true", "namespace.create=true")), want)
+    # Off by default.
+    assert not [k for k in by_key(render()) if NODE_AGENT in k[3]]
+    objs = render(
+        "nodeAgent.enabled=true",
+        "nodeAgent.refreshSeconds=60",
+        "nodeAgent.pollSeconds=1",
+        "nodeAgent.tolerations[0].operator=Exists",
+        "nodeAgent.resources.limits.memory=512Mi",
+        "image.repository=registry.example/draxr",
+        "image.tag=1.2.3",
+        namespace="gpu-ops",
+    )
+    ds = only(objs, "DaemonSet", NODE_AGENT)
+    assert ds["metadata"]["namespace"] == NODE_AGENT  # its own (privileged) namespace, not the release's
+    pod = ds["spec"]["template"]["spec"]
+    [c] = pod["containers"]
+    assert c["args"] == ["--refresh-seconds=60", "--poll-seconds=1"]
+    assert c["image"] == "registry.example/draxr:1.2.3"
+    assert c["resources"]["limits"] == {"cpu": "200m", "memory": "512Mi"}
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    roles = {o["metadata"]["name"]: o["rules"] for o in render() if o["kind"] == "ClusterRole"}
+    assert {"apiGroups": ["draxr.io"], "resources": ["devicepluginrecords"], "verbs": ["get", "list", "watch"]} in (
+        roles["draxr"]
+    )
+
+
 def test_lint_is_clean() -> None:
     for values in (
         (),
         ("webhook.enabled=false",),
         ("certManager.enabled=true", *MONITORING, "namespace.create=true"),
+        ("nodeAgent.enabled=true",),
         ("leaderElection.enabled=false", "replicas=1"),
     ):
         sets = [a for v in values for a in ("--set", v)]
@@ -400,6 +451,7 @@ def test_switches_remove_what_they_turn_off() -> None:
         (("webhook.failurePolicy=Sometimes",), "failurePolicy"),
         (("webhook.url=http://127.0.0.1:9443/",), "url"),
         (("replica=2",), "replica"),  # a typo in a key is refused, not ignored
+        (("nodeAgent.refreshSeconds=0",), "refreshSeconds"),
     ],
 )
 def test_unsafe_or_unknown_values_are_refused(values: tuple[str, ...], message: str) -> None:

@@ -1,0 +1,286 @@
+"""``draxr node-agent`` on the real control plane, with the node-agent component as shipped (its
+namespace, ServiceAccount, RBAC and ValidatingAdmissionPolicy; the DaemonSet only through a
+server-side dry run: no kubelet here) and a fake kubelet: a real grpc.aio server implementing the
+generated ``v1.PodResourcesLister`` on a unix socket.
+
+The agent runs as its DaemonSet's pod would: in-cluster, with a ServiceAccount token bound to a Pod
+that is bound to a Node, so that the API server puts the node's name into the token's user extra
+``authentication.kubernetes.io/node-name`` (checked with a SelfSubjectReview). It publishes its
+node's DevicePluginRecord, follows kubelet's changes, refreshes observedTime at its bound, and the
+admission policy refuses the same token any other node's record (403 with the policy's message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from draxr.kube import NODES, PODS, SERVICE_ACCOUNTS, ApiException, Kube, Resource, api_message
+from draxr.node_agent import RECORDS
+from draxr_dev import helmchart
+from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane, free_port
+from draxr_dev.devcluster.podresources import FakeKubelet, pod_resources
+from draxr_dev.devcluster.process import in_cluster
+
+from . import manifests
+from .helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "devicepluginrecords.draxr.io.yaml"
+CRD_NAME = "devicepluginrecords.draxr.io"
+AGENT = "draxr-node-agent"  # the component's namespace, ServiceAccount, ClusterRole, policy, DaemonSet
+SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", False)
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+GPU = "example.com/gpu"
+
+
+def _component() -> list[dict[str, Any]]:
+    """The node-agent component's own objects, as kustomize renders manifests/ with it."""
+    kubectl = ensure_binaries() / "kubectl"
+    base = {helmchart.key(o) for o in helmchart.rendered_base(kubectl)}
+    return [o for o in helmchart.rendered_node_agent(kubectl) if helmchart.key(o) not in base]
+
+
+def _apply(cp: ControlPlane, objs: list[dict[str, Any]], *flags: str) -> None:
+    out = manifests.kubectl(cp, "apply", *flags, "-f", "-", stdin=yaml.safe_dump_all(objs))
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture(scope="module")
+def component(control_plane: ControlPlane) -> Iterator[list[dict[str, Any]]]:
+    out = manifests.kubectl(control_plane, "apply", "-f", str(CRD))
+    assert out.returncode == 0, out.stderr
+    done = manifests.kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    assert done.returncode == 0, done.stderr
+    objs = _component()
+    daemonset = [o for o in objs if o["kind"] == "DaemonSet"]
+    assert len(daemonset) == 1
+    rest = [o for o in objs if o["kind"] != "DaemonSet"]
+    _apply(control_plane, rest)
+    # The DaemonSet as shipped passes the API server's validation and the namespace's Pod Security
+    # level (privileged: hostPath and uid 0), without running on the kwok nodes of other tests.
+    _apply(control_plane, daemonset, "--dry-run=server")
+    yield objs
+    out = manifests.kubectl(
+        control_plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest)
+    )
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture
+async def kubelet() -> AsyncIterator[FakeKubelet]:
+    async with FakeKubelet() as k:
+        yield k
+
+
+async def _pod_bound_token(kube: Kube, node: str, pod_name: str, seconds: int = 3600) -> str:
+    """What kubelet mounts into the DaemonSet's pod: a token of the agent's ServiceAccount bound to
+    a Pod on ``node`` (the API server adds the pod's node to it)."""
+    pod = await kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod_name},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": AGENT,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "node-agent", "image": "registry.invalid/draxr:1"}],
+            },
+        },
+        AGENT,
+    )
+    ref = {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}
+    answer = await kube.create(
+        SERVICE_ACCOUNTS,
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds, "boundObjectRef": ref},
+        },
+        AGENT,
+        name=AGENT,
+        subresource="token",
+    )
+    return str(answer["status"]["token"])
+
+
+async def _user(cp: ControlPlane, token: str) -> dict[str, Any]:
+    async with Kube.from_token(cp.api_url, token, cp.pki.ca_crt) as k:
+        review = await k.create(
+            SELF_SUBJECT_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        )
+    return dict(review["status"]["userInfo"])
+
+
+def _record(node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "draxr.io/v1alpha1",
+        "kind": "DevicePluginRecord",
+        "metadata": {"name": node},
+        "spec": {
+            "nodeName": node,
+            "observedTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "refreshSeconds": 30,
+            "podCount": 0,
+            "deviceCount": 0,
+            "pods": [],
+        },
+    }
+
+
+async def _refused(write: Any) -> str:
+    """The message of the 403 that ``write`` (an awaitable of a write) gets."""
+    with pytest.raises(ApiException) as refused:
+        await write
+    assert refused.value.status == 403, refused.value.body
+    return api_message(refused.value)
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def test_agent_publishes_its_own_nodes_record_and_may_write_no_other(
+    kube: Kube,
+    control_plane: ControlPlane,
+    component: list[dict[str, Any]],
+    kubelet: FakeKubelet,
+    names: str,
+    tmp_path: Path,
+) -> None:
+    cp = control_plane
+    mine, other = f"{names}-a", f"{names}-b"
+    nodes = [fakedriver.node(mine), fakedriver.node(other)]
+    agent: subprocess.Popen[bytes] | None = None
+    log = tmp_path / "node-agent.log"
+    try:
+        await fakedriver.apply(kube, nodes)
+        token = await _pod_bound_token(kube, mine, f"{names}-agent")
+        # The API server put the pod's node into the token's user.
+        user = await _user(cp, token)
+        assert user["username"] == f"system:serviceaccount:{AGENT}:{AGENT}"
+        assert user["extra"][NODE_NAME_EXTRA] == [mine]
+        sa_dir = tmp_path / "sa"
+        sa_dir.mkdir()
+        (sa_dir / "token").write_text(token)
+        (sa_dir / "ca.crt").write_bytes(cp.pki.ca_crt.read_bytes())
+
+        kubelet.lister.pods = [
+            pod_resources("team", "train-0", {"main": [(GPU, ["GPU-1"]), (GPU, ["GPU-0"])]}),
+            pod_resources("team", "cpu-only", {"main": []}),
+        ]
+        health = free_port()
+        flags, env = in_cluster(cp, sa_dir, pod_name=f"{names}-agent", namespace=AGENT)
+        env["NODE_NAME"] = mine
+        cmd = [sys.executable, "-m", "draxr", "node-agent", *flags, "--socket", str(kubelet.socket)]
+        cmd += ["--refresh-seconds", "3", "--poll-seconds", "0.5", "--health-port", str(health)]
+        cmd += ["--bind-address", LOOPBACK, "--log-format", "console"]
+        agent = _start(cmd, env, log)
+
+        async def record(want_devices: int) -> dict[str, Any] | None:
+            assert agent is not None
+            assert agent.poll() is None, log.read_text()
+            try:
+                got = await kube.get(RECORDS, mine)
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise
+            return got if got["spec"]["deviceCount"] == want_devices else None
+
+        # Its own record appears with what kubelet reports.
+        rec = await eventually(lambda: record(2), timeout=60)
+        spec = rec["spec"]
+        assert spec["nodeName"] == mine
+        assert spec["refreshSeconds"] == 3
+        assert spec["pods"] == [
+            {
+                "namespace": "team",
+                "name": "train-0",
+                "containers": [{"name": "main", "devices": [{"resourceName": GPU, "deviceIDs": ["GPU-0", "GPU-1"]}]}],
+            }
+        ]
+        assert kubelet.lister.calls >= 1
+
+        # It follows a change: a second pod gets devices.
+        kubelet.lister.pods.append(
+            pod_resources("team", "infer-0", {"srv": [(GPU, ["GPU-2"]), ("example.com/nic", ["nic-0"])]})
+        )
+        rec = await eventually(lambda: record(4), timeout=30)
+        assert [(p["namespace"], p["name"]) for p in rec["spec"]["pods"]] == [("team", "infer-0"), ("team", "train-0")]
+        assert rec["spec"]["podCount"] == 2
+
+        # Nothing changes: observedTime still advances at the refresh bound (3 s), pods the same.
+        first = rec["spec"]["observedTime"]
+
+        async def refreshed() -> dict[str, Any] | None:
+            got = await record(4)
+            return got if got is not None and got["spec"]["observedTime"] > first else None
+
+        later = await eventually(refreshed, timeout=30)
+        assert later["spec"]["pods"] == rec["spec"]["pods"]
+        gap = dt.datetime.fromisoformat(later["spec"]["observedTime"]) - dt.datetime.fromisoformat(first)
+        assert gap >= dt.timedelta(seconds=3), (first, later["spec"]["observedTime"])
+
+        # /healthz: it has written within 2 x refresh.
+        async with aiohttp.ClientSession() as http, http.get(f"http://{LOOPBACK}:{health}/healthz") as r:
+            assert r.status == 200, await r.text()
+
+        # The same token, any other node's record: refused by the admission policy (RBAC allows it).
+        async with Kube.from_token(cp.api_url, token, cp.pki.ca_crt) as as_agent:
+            message = await _refused(as_agent.create(RECORDS, _record(other)))
+            assert f"may write only the DevicePluginRecord {mine}, not {other}" in message, message
+            # Nor an update of one that exists (made by an admin here).
+            await kube.create(RECORDS, _record(other))
+            current = await kube.get(RECORDS, other)
+            message = await _refused(as_agent.replace(RECORDS, {**_record(other), "metadata": current["metadata"]}))
+            assert f"not {other}" in message, message
+            # Its own record it may update (as the agent does).
+            own = await as_agent.get(RECORDS, mine)
+            assert own["spec"]["nodeName"] == mine
+
+        # A token of the same ServiceAccount not bound to a pod carries no node: it writes nothing.
+        unbound = await kube.create(
+            SERVICE_ACCOUNTS,
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
+            AGENT,
+            name=AGENT,
+            subresource="token",
+        )
+        async with Kube.from_token(cp.api_url, unbound["status"]["token"], cp.pki.ca_crt) as unbound_kube:
+            await kube.delete_if_exists(RECORDS, other)
+            message = await _refused(unbound_kube.create(RECORDS, _record(other)))
+            assert "pod-bound ServiceAccount token" in message, message
+
+        # SIGTERM: a clean exit.
+        agent.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(agent.wait, 20) == 0, log.read_text()
+        text = log.read_text()
+        assert "record written" in text
+        assert "forbidden" not in text.lower(), text
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        if os.environ.get("DRAXR_KEEP_RUN_DIR") and log.exists():
+            print(log.read_text()[-4000:], file=sys.__stderr__)
+        await kube.delete_if_exists(PODS, f"{names}-agent", AGENT)
+        for node in (mine, other):
+            await kube.delete_if_exists(RECORDS, node)
+            await kube.delete_if_exists(NODES, node)
