@@ -301,3 +301,22 @@ async def test_the_loop_survives_kubelet_outages() -> None:
         await agent.run()
     assert calls == 8
     assert agent.writes == 0
+
+
+async def test_an_error_that_does_not_heal_ends_the_loop() -> None:
+    """kubelet refusing for good (PodResourcesError) five times in a row: LoopFailed, which ends the
+    process non-zero (node_agent.main), never a silent, idle agent."""
+    from draxr.loops import LoopFailed
+
+    calls = 0
+
+    async def read() -> Any:
+        nonlocal calls
+        calls += 1
+        raise PodResourcesError("PERMISSION_DENIED")
+
+    agent = NodeAgent(kube=None, read=read, node="n1", poll_seconds=0.01)  # type: ignore[arg-type]
+    agent.loop.backoff.initial = agent.loop.backoff.maximum = 0.001
+    with pytest.raises(LoopFailed):
+        await agent.run()
+    assert calls == 5
