@@ -14,9 +14,9 @@
 // The harness's reference (this file), KEP-5690's design extended to KEP-5004 special claims:
 //
 //   - draReference replaces DynamicResources in the case's registry, under the same name: it is
-//     upstream's plugin (built by upstream's factory and embedded, so every extension point but
-//     Filter and PreFilterExtensions is upstream's method) with PreFilterExtensions returning
-//     itself;
+//     upstream's plugin (built by upstream's factory and embedded, so every other extension point
+//     is upstream's method), its PreFilter upstream's after setting up the reference's cycle state,
+//     its Filter upstream's on the state described below, and PreFilterExtensions returning itself;
 //   - RemovePod/AddPod record in the cycle state (cloned per node by the dry run, as every
 //     plugin's) which pods the simulation removed. The claims that frees: each removed pod's
 //     special claim (the claim named in status.extendedResourceClaimStatus), and each claim of its
@@ -45,6 +45,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -80,15 +81,19 @@ func (r *removedPods) Clone() fwk.StateData {
 }
 
 // freeingDRAManager: the case's DRA manager, whose allocated state lacks the devices of `freed`
-// while the reference's PreFilter runs (mu held).
+// while the reference's PreFilter runs (the PreFilter calls are serialized by mu).
 type freeingDRAManager struct {
 	fwk.SharedDRAManager
 	mu    sync.Mutex
-	freed []*resourceapi.ResourceClaim
+	freed atomic.Pointer[[]*resourceapi.ResourceClaim]
 }
 
 func (m *freeingDRAManager) ResourceClaims() fwk.ResourceClaimTracker {
-	return &freeingClaims{ResourceClaimTracker: m.SharedDRAManager.ResourceClaims(), freed: m.freed}
+	c := &freeingClaims{ResourceClaimTracker: m.SharedDRAManager.ResourceClaims()}
+	if freed := m.freed.Load(); freed != nil {
+		c.freed = *freed
+	}
+	return c
 }
 
 type freeingClaims struct {
@@ -196,7 +201,7 @@ func (pl *draReference) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v
 	cs.Write(removedKey, &removedPods{pods: map[types.UID]*v1.Pod{}})
 	pl.manager.mu.Lock()
 	defer pl.manager.mu.Unlock()
-	pl.manager.freed = nil
+	pl.manager.freed.Store(nil)
 	return pl.DynamicResources.PreFilter(ctx, cs, pod, nodes)
 }
 
@@ -313,10 +318,10 @@ func (pl *draReference) scratchFor(ctx context.Context, pod *v1.Pod, freed []*re
 		return s
 	}
 	pl.manager.mu.Lock()
-	pl.manager.freed = freed
+	pl.manager.freed.Store(&freed)
 	state := framework.NewCycleState()
 	_, status := pl.DynamicResources.PreFilter(ctx, state, pod, nil)
-	pl.manager.freed = nil
+	pl.manager.freed.Store(nil)
 	pl.manager.mu.Unlock()
 	if status.Code() == fwk.Skip {
 		status = fwk.AsStatus(fmt.Errorf("DynamicResources' PreFilter skipped the pod with claims freed"))
