@@ -22,8 +22,10 @@ kubelet it does not refresh the record (the record goes stale: unknown, which is
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import time
@@ -103,15 +105,22 @@ def rfc3339(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def record(node: str, pods: list[JSON], observed: dt.datetime, refresh_seconds: int) -> JSON:
-    """The whole DevicePluginRecord object for ``node`` (no resourceVersion)."""
+def record(
+    node: str, pods: list[JSON], observed: dt.datetime, refresh_seconds: int, node_uid: str | None = None
+) -> JSON:
+    """The whole DevicePluginRecord object for ``node`` (no resourceVersion). With the node's uid
+    (from the pod-bound token) it is owned by the Node: the garbage collector deletes the record
+    with its node."""
+    metadata: JSON = {
+        "name": node,
+        "labels": {"app.kubernetes.io/name": "draxr", "app.kubernetes.io/component": "node-agent"},
+    }
+    if node_uid:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": node,
-            "labels": {"app.kubernetes.io/name": "draxr", "app.kubernetes.io/component": "node-agent"},
-        },
+        "metadata": metadata,
         "spec": {
             "nodeName": node,
             "observedTime": rfc3339(observed),
@@ -122,6 +131,21 @@ def record(node: str, pods: list[JSON], observed: dt.datetime, refresh_seconds: 
             "pods": pods,
         },
     }
+
+
+def node_uid_from_token(token: str, node: str) -> str | None:
+    """The node's uid in a pod-bound ServiceAccount token (claim ``kubernetes.io.node``, Kubernetes
+    1.32+), if the token names ``node``; None otherwise. Read, not verified: it is the agent's own
+    token, and a wrong uid only makes the garbage collector delete the record."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        bound = claims["kubernetes.io"]["node"]
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(bound, dict) or bound.get("name") != node or not bound.get("uid"):
+        return None
+    return str(bound["uid"])
 
 
 def is_stale(rec: JSON, now: dt.datetime) -> bool:
@@ -199,6 +223,7 @@ class NodeAgent:
     refresh_seconds: int = 30
     poll_seconds: float = 2.0
     only: frozenset[str] = frozenset()
+    node_uid: str | None = None  # the Node's uid: the record's owner (garbage-collected with it)
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     loop: GuardedLoop = field(default_factory=lambda: GuardedLoop("node-agent"))
@@ -228,7 +253,7 @@ class NodeAgent:
     async def write(self, pods: list[JSON]) -> None:
         """Create or update the record (optimistic concurrency: the resourceVersion this agent last
         saw; on a conflict it reads the record again and retries)."""
-        body = record(self.node, pods, self.now(), self.refresh_seconds)
+        body = record(self.node, pods, self.now(), self.refresh_seconds, self.node_uid)
 
         async def put(rv: str) -> JSON:
             if rv:
@@ -341,6 +366,14 @@ async def main(opts: Options) -> int:
     """Runs until SIGTERM/SIGINT (0) or a failure that does not heal (1)."""
     opts.check()
     kube = await connect(opts)
+    node_uid = None
+    if not opts.kubeconfig:  # in-cluster: the pod-bound token names the node and its uid
+        token = Path(opts.serviceaccount_dir, "token")
+        node_uid = node_uid_from_token(await asyncio.to_thread(token.read_text), opts.node_name)
+        if node_uid is None:
+            log.warning(
+                "the ServiceAccount token names no node uid: the record will have no owner", node=opts.node_name
+            )
     kubelet = PodResourcesClient(opts.socket)
     agent = NodeAgent(
         kube,
@@ -349,6 +382,7 @@ async def main(opts: Options) -> int:
         refresh_seconds=opts.refresh_seconds,
         poll_seconds=opts.poll_seconds,
         only=opts.resources,
+        node_uid=node_uid,
     )
     tasks: dict[str, asyncio.Task[Any]] = {"agent": asyncio.create_task(agent.run(), name="node-agent")}
     if opts.health_port:

@@ -208,6 +208,11 @@ async def test_agent_publishes_its_own_nodes_record_and_may_write_no_other(
         rec = await eventually(lambda: record(2), timeout=60)
         spec = rec["spec"]
         assert spec["nodeName"] == mine
+        # Owned by its Node (uid from the pod-bound token): deleted with it by the garbage collector.
+        node_uid = (await kube.get(NODES, mine))["metadata"]["uid"]
+        assert rec["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": mine, "uid": node_uid}
+        ]
         assert spec["refreshSeconds"] == 3
         assert spec["pods"] == [
             {

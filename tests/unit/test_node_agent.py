@@ -6,8 +6,10 @@ to a real API server, and the admission policy, are in tests/integration/test_no
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import filecmp
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ from draxr.node_agent import (
     PodResourcesError,
     health_app,
     is_stale,
+    node_uid_from_token,
     pods_from,
     record,
     wanted,
@@ -144,6 +147,24 @@ def test_record_object_and_the_crd_agree() -> None:
     assert set(pods[0]["containers"][0]) == set(ctr_schema["properties"])
     dev_schema = ctr_schema["properties"]["devices"]["items"]
     assert set(pods[0]["containers"][0]["devices"][0]) == set(dev_schema["properties"])
+
+
+def _jwt(claims: dict[str, Any]) -> str:
+    def part(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def test_the_record_is_owned_by_the_node_named_in_the_pod_bound_token() -> None:
+    bound = {"kubernetes.io": {"namespace": "draxr-node-agent", "node": {"name": "n1", "uid": "u-1"}}}
+    assert node_uid_from_token(_jwt(bound), "n1") == "u-1"
+    assert node_uid_from_token(_jwt(bound), "n2") is None  # another node's token: no owner
+    assert node_uid_from_token(_jwt({"kubernetes.io": {"namespace": "x"}}), "n1") is None  # not pod-bound
+    assert node_uid_from_token("not-a-jwt", "n1") is None
+    rec = record("n1", [], T0, 30, node_uid="u-1")
+    assert rec["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-1"}]
+    assert "ownerReferences" not in record("n1", [], T0, 30)["metadata"]
 
 
 def test_stale_after_three_refresh_intervals() -> None:
