@@ -16,7 +16,11 @@ again by the harness after a second (as the kubelet would), and the reason is co
 Workload (straight to the API server): Jobs whose pods ask for 1, 2 or 4 devices and complete after
 ``draxr.io/run-for`` (kwok; TTL-after-finished deletes them), Deployments whose pods stay and that
 are scaled up and down at random, and one Deployment asking for more devices than a node has (it
-never fits: its pods must carry a true FailedScheduling).
+never fits: its pods must carry a true FailedScheduling). A priority mix: PriorityClasses chaos-low
+(0), chaos-never (1000, preemptionPolicy Never) and chaos-high (100000); a never-scaled low
+Deployment of 1-device pods (``fill_share`` of the devices) keeps the devices nearly taken, the
+scaled Deployments alternate low and never, a share of the Jobs is never, and a stream of high
+Jobs mostly fits only by evicting.
 
 Faults, one at a time, in a seeded random order (each kind once per round), with random gaps, now
 and then a long quiet one: SIGKILL of the leader; SIGSTOP of the leader for longer than the lease,
@@ -31,7 +35,9 @@ straight to kube-apiserver (never through the proxy), polling every ``--poll`` s
 ResourceClaims, then the pods (and FailedScheduling Events, nodes and slices less often). It
 checks continuously (time limits count from the end of the last fault, and not while one is on):
 
-* no device (driver, pool, device) is in two allocated claims at once;
+* no device (driver, pool, device) is in two allocated claims at once: at each poll, and at each
+  claim event (its own list+watch of the claims, events in the API server's order, so that a
+  victim's device given to its preemptor between two polls is judged too);
 * no special claim is left more than the grace after its pod is terminal or gone;
 * no pod is bound twice (nodeName or its claim changing once bound);
 * a bound pod's claim holds exactly the devices it asked for, on its own node, reserved for it;
@@ -39,10 +45,17 @@ checks continuously (time limits count from the end of the last fault, and not w
   pending pods oldest first, best fit) is bound within the grace; a pending pod that fits nowhere
   carries PodScheduled=False/Unschedulable with a "0/N nodes are available" that counts the
   cluster's nodes, and a FailedScheduling Event from draxr;
+* a pending pod that may preempt (priority above the lowest, not Never) and fits by evicting (on
+  some node: free devices + those of claims whose users are of lower priority, or ended or gone;
+  handed out in the queue's order, priority then age, a nominated pod on its node first) is bound
+  within the grace;
+* a pod seen preempted (DisruptionTarget/PreemptionByScheduler, or draxr's Preempted Event) is of
+  lower priority than its preemptor (when the Event names one it saw) and than some pod seen
+  nominated to or bound on its node from a minute before on;
 * the probe after each fault is bound within the grace;
 * a SIGSTOPped leader whose lease was taken over exits after SIGCONT.
 
-It prints a table (pods, faults with their worst recovery, violations, replica restarts), saves the
+It prints a table (pods, preemptions, faults with their worst recovery, violations, replica restarts), saves the
 JSON (``--out``) and exits 1 if any invariant was violated. Everything listens on 127.0.0.1; every
 loop is bounded in count and time.
 """
@@ -100,13 +113,21 @@ KINDS = (
     "errors-500",
     "errors-503",
 )
+# PriorityClasses: name -> (value, preemptionPolicy). Low fills the devices, never (mid) is scheduled
+# before low but may not preempt, high preempts both.
+LOW, NEVER, HIGH = "chaos-low", "chaos-never", "chaos-high"
+PRIORITY_CLASSES = {LOW: (0, "PreemptLowerPriority"), NEVER: (1000, "Never"), HIGH: (100000, "PreemptLowerPriority")}
+LOWEST_PRIORITY = 0  # no pod of the run has less: a pod of this priority has no one to evict
+PREEMPTED_BY = re.compile(r"^Preempted by pod (\S+) on node (\S+)$")  # the Preempted Event's note
 INVARIANTS = {
-    "double_allocation": "no device in two allocated claims",
+    "double_allocation": "no device in two allocated claims (every poll, every claim event)",
     "stale_claim": "no special claim left > grace after its pod ended or went",
     "rebound": "no pod bound twice",
     "wrong_placement": "bound pod's claim: its node, its count, reserved for it",
     "fitting_unbound": "pending pod that fits bound within grace",
     "untrue_reason": "pending pod that fits nowhere has a true FailedScheduling",
+    "preemptor_unbound": "pending pod that fits by evicting lower priority bound within grace",
+    "victim_priority": "preemption victim below a pod nominated to or bound on its node",
     "probe": "probe bound within grace after each fault",
     "stopped_leader": "SIGSTOPped leader that lost the lease exits",
 }
@@ -128,6 +149,10 @@ class Config:
     poll: float = 1.5
     job_rate: float = 1.1  # Jobs created per second
     job_max_parallelism: int = 3
+    never_job_share: float = 0.25  # of those Jobs, the share of priority class chaos-never (the rest chaos-low)
+    high_every: tuple[float, float] = (1.5, 4.0)  # a chaos-high Job every so many seconds
+    high_max_parallelism: int = 3
+    fill_share: float = 0.5  # a chaos-low Deployment of 1-device pods asks for this share of the devices
     deployments: tuple[int, ...] = (1, 2, 1, 2)  # devices per pod of each scaled Deployment
     deployment_max: int = 40
     whole_max: int = 100  # the Deployment whose pods take a whole node (``devices`` each)
@@ -152,6 +177,9 @@ class Config:
             poll=1.0,
             job_rate=0.25,
             job_max_parallelism=2,
+            high_every=(6.0, 12.0),
+            high_max_parallelism=2,
+            fill_share=0.6,  # with the rest, more than the devices most of the time: high pods must evict
             deployments=(1, 2),
             deployment_max=6,
             whole_max=6,
@@ -453,8 +481,8 @@ class Replicas:
 # ---- workload ----------------------------------------------------------------------------------------------
 
 
-def pod_spec(resource: str, count: int, restart: str = "Never") -> JSON:
-    return {
+def pod_spec(resource: str, count: int, restart: str = "Never", priority_class: str | None = None) -> JSON:
+    spec: JSON = {
         "schedulerName": SCHEDULER,
         "restartPolicy": restart,
         "automountServiceAccountToken": False,
@@ -463,9 +491,12 @@ def pod_spec(resource: str, count: int, restart: str = "Never") -> JSON:
             {"name": "c", "image": "registry.invalid/chaos:1", "resources": {"limits": {resource: str(count)}}}
         ],
     }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec
 
 
-def deployment(name: str, count: int, replicas: int) -> JSON:
+def deployment(name: str, count: int, replicas: int, priority_class: str = LOW) -> JSON:
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -475,7 +506,7 @@ def deployment(name: str, count: int, replicas: int) -> JSON:
             "replicas": replicas,
             "selector": {"matchLabels": labels},
             "strategy": {"type": "Recreate"},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec(GPU, count, restart="Always")},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec(GPU, count, "Always", priority_class)},
         },
     }
 
@@ -484,26 +515,59 @@ class Workload:
     def __init__(self, api: Api, cfg: Config, rng: random.Random) -> None:
         self.api, self.cfg, self.rng = api, cfg, rng
         self.jobs = 0
+        self.high_jobs = 0
         self.job_pods = 0
         self.scalings = 0
         self.scaled: dict[str, int] = {}
         self.creating: set[asyncio.Task[Any]] = set()
 
-    def deployments(self) -> dict[str, tuple[int, int]]:
-        """name -> (devices per pod, max replicas)."""
-        out = {f"dep-{i}": (n, self.cfg.deployment_max) for i, n in enumerate(self.cfg.deployments)}
-        out["whole"] = (self.cfg.devices, self.cfg.whole_max)
+    def deployments(self) -> dict[str, tuple[int, int, str]]:
+        """The scaled Deployments: name -> (devices per pod, max replicas, priority class)."""
+        out = {
+            f"dep-{i}": (n, self.cfg.deployment_max, NEVER if i % 2 else LOW)
+            for i, n in enumerate(self.cfg.deployments)
+        }
+        out["whole"] = (self.cfg.devices, self.cfg.whole_max, LOW)
         return out
 
     async def create_deployments(self) -> None:
-        for name, (count, most) in self.deployments().items():
+        for name, (count, most, priority_class) in self.deployments().items():
             self.scaled[name] = most // 2
             await self.api.must(
-                "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment(name, count, most // 2)
+                "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment(name, count, most // 2, priority_class)
             )
         # Never fits: more devices than a node has.
         too = deployment("too-large", self.cfg.devices + 1, 2)
         await self.api.must("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", too)
+        # Low priority, never scaled: with the rest it keeps the devices nearly taken, so that the
+        # high-priority Jobs mostly fit only by evicting (its pods come back, pending, when evicted).
+        fill = round(self.cfg.fill_share * self.cfg.nodes * self.cfg.devices)
+        if fill:
+            await self.api.must("POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment("fill", 1, fill))
+
+    async def _create_job(
+        self, name: str, parallelism: int, completions: int, count: int, run_for: str, priority_class: str
+    ) -> None:
+        self.job_pods += completions
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "parallelism": parallelism,
+                "completions": completions,
+                "backoffLimit": 2,
+                "ttlSecondsAfterFinished": 10,
+                "template": {
+                    "metadata": {"labels": {"app": "job" if priority_class != HIGH else "high"},
+                                 "annotations": {RUN_FOR_ANNOTATION: run_for}},
+                    "spec": pod_spec(GPU, count, priority_class=priority_class),
+                },
+            },
+        }  # fmt: skip
+        task = asyncio.create_task(self.api.must("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body))
+        self.creating.add(task)
+        task.add_done_callback(self.creating.discard)
 
     async def jobs_loop(self, until: float) -> None:
         while time.monotonic() < until:
@@ -514,26 +578,23 @@ class Workload:
             completions = self.rng.randint(parallelism, 2 * parallelism + 1)
             count = self.rng.choices([1, 2, self.cfg.devices], weights=[5, 3, 1])[0]
             run_for = self.rng.choice(["3s", "5s", "8s", "12s"])
+            priority_class = NEVER if self.rng.random() < self.cfg.never_job_share else LOW
             self.jobs += 1
-            self.job_pods += completions
-            body = {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {"name": f"job-{self.jobs:05d}"},
-                "spec": {
-                    "parallelism": parallelism,
-                    "completions": completions,
-                    "backoffLimit": 2,
-                    "ttlSecondsAfterFinished": 10,
-                    "template": {
-                        "metadata": {"labels": {"app": "job"}, "annotations": {RUN_FOR_ANNOTATION: run_for}},
-                        "spec": pod_spec(GPU, count),
-                    },
-                },
-            }
-            task = asyncio.create_task(self.api.must("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body))
-            self.creating.add(task)
-            task.add_done_callback(self.creating.discard)
+            await self._create_job(f"job-{self.jobs:05d}", parallelism, completions, count, run_for, priority_class)
+        await asyncio.gather(*list(self.creating))
+
+    async def high_loop(self, until: float) -> None:
+        """chaos-high Jobs, one pod per completion: with the devices nearly taken by lower
+        priorities, most fit only by evicting."""
+        while time.monotonic() < until:
+            await asyncio.sleep(min(self.rng.uniform(*self.cfg.high_every), max(0.0, until - time.monotonic())))
+            if time.monotonic() >= until:
+                return
+            parallelism = self.rng.randint(1, self.cfg.high_max_parallelism)
+            count = self.rng.choices([1, 2, self.cfg.devices], weights=[1, 2, 2])[0]
+            run_for = self.rng.choice(["5s", "8s", "10s"])
+            self.high_jobs += 1
+            await self._create_job(f"high-{self.high_jobs:05d}", parallelism, parallelism, count, run_for, HIGH)
         await asyncio.gather(*list(self.creating))
 
     async def scale_loop(self, until: float) -> None:
@@ -607,6 +668,24 @@ class Observer:
         self.polls = 0
         self.poll_failures = 0
         self.max_allocated = 0
+        # preemption
+        self.priority: dict[str, int] = {}  # uid -> spec.priority, as last seen
+        self.node_of: dict[str, str] = {}  # uid -> the node it was seen bound to
+        # node -> uid -> [priority, first seen there, last seen nominated there] of the pods seen
+        # nominated to or bound on it
+        self.on_node: dict[str, dict[str, list[float]]] = defaultdict(dict)
+        self.victims: dict[str, JSON] = {}  # uid -> what is known of a preemption victim
+        self.preemptors: set[str] = set()  # seen nominated, or named by a Preempted Event
+        self.evict_since: dict[str, float] = {}
+        self.evict_fit: set[str] = set()  # pods seen fitting only by evicting
+        self.preemptor_waits: list[float] = []  # such a pod: from fitting to seen bound, s
+        self.victims_checked = 0
+        # the claim watch: claim uid -> devices, device -> claim uids, claim uid -> name
+        self.claim_devices: dict[str, set[tuple[str, str, str]]] = {}
+        self.device_claims: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        self.claim_names: dict[str, str] = {}
+        self.claim_events = 0
+        self.claim_relists = 0
 
     # -- time limits -------------------------------------------------------------------------------------------
     def fault_started(self) -> None:
@@ -631,16 +710,94 @@ class Observer:
 
     # -- the loop ------------------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        watch = asyncio.create_task(self.watch_claims(stop), name="claim-watch")
         last_inventory = last_events = 0.0
+        try:
+            while not stop.is_set():
+                t = time.monotonic()
+                if watch.done():
+                    watch.result()  # a bug in the watch ends the run
+                if t - last_inventory > 20 and await self.inventory():
+                    last_inventory = t
+                if t - last_events > 4 and await self.events():
+                    last_events = t
+                await self.poll()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.05, self.cfg.poll - (time.monotonic() - t)))
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+
+    # -- every claim event, in the API server's order --------------------------------------------------------
+    async def watch_claims(self, stop: asyncio.Event) -> None:
+        """A list, then a watch from its resourceVersion (again from the last one seen when it ends;
+        a new list after an error or a 410). Between two polls a victim's claim can be deallocated
+        and its device given to the preemptor: the events show whether the allocation came first."""
+        path = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
+        rv: str | None = None
         while not stop.is_set():
-            t = time.monotonic()
-            if t - last_inventory > 20 and await self.inventory():
-                last_inventory = t
-            if t - last_events > 4 and await self.events():
-                last_events = t
-            await self.poll()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), max(0.05, self.cfg.poll - (time.monotonic() - t)))
+            if rv is None:
+                rv = await self._relist_claims(path)
+                if rv is None:
+                    await asyncio.sleep(1.0)
+                    continue
+            rv = await self._watch_claims(path, rv, stop)
+
+    async def _relist_claims(self, path: str) -> str | None:
+        status, page = await self.api.call("GET", path)  # no limit: one snapshot and its resourceVersion
+        if status != 200:
+            return None
+        self.claim_relists += 1
+        self.claim_devices.clear()
+        self.device_claims.clear()
+        for c in page.get("items") or ():
+            self.claim_event("ADDED", c)
+        return str((page.get("metadata") or {}).get("resourceVersion") or "") or None
+
+    async def _watch_claims(self, path: str, rv: str, stop: asyncio.Event) -> str | None:
+        """Events until the watch ends: the resourceVersion to go on from, None to list again."""
+        query = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "45"}
+        try:
+            async with self.api.session.get(
+                self.api.base + path, params=query, timeout=aiohttp.ClientTimeout(total=None, sock_read=60)
+            ) as r:
+                if r.status != 200:
+                    return None
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        return None
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self.claim_event(kind, obj)
+                    if stop.is_set():
+                        break
+                return rv
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            await asyncio.sleep(0.5)
+            return None
+
+    def claim_event(self, kind: str, claim: JSON) -> None:
+        self.claim_events += 1
+        uid, name = claim["metadata"]["uid"], claim["metadata"]["name"]
+        self.claim_names[uid] = name
+        old = self.claim_devices.pop(uid, set())
+        new = set() if kind == "DELETED" else _allocated(claim)
+        for d in old - new:
+            self.device_claims[d].discard(uid)
+        for d in new - old:
+            others = self.device_claims[d] - {uid}
+            if others:
+                names = sorted({name, *(self.claim_names.get(o, o) for o in others)})
+                self.violate(
+                    "double_allocation", f"{d[0]}/{d[1]}/{d[2]}:{','.join(names)}", claims=names, seen=f"watch {kind}"
+                )
+            self.device_claims[d].add(uid)
+        if new:
+            self.claim_devices[uid] = new
 
     async def inventory(self) -> bool:
         slices = await self.api.list("/apis/resource.k8s.io/v1/resourceslices")
@@ -665,7 +822,52 @@ class Observer:
             who = e.get("reportingComponent") or (e.get("source") or {}).get("component")
             if who == SCHEDULER:
                 self.failed_events.add(str((e.get("involvedObject") or {}).get("uid")))
+        items = await self.api.list(f"/api/v1/namespaces/{NS}/events", {"fieldSelector": "reason=Preempted"})
+        if items is None:
+            return False
+        now = time.monotonic()
+        for e in items:
+            who = e.get("reportingComponent") or (e.get("source") or {}).get("component")
+            m = PREEMPTED_BY.match(e.get("message") or "")
+            if who != SCHEDULER or m is None:
+                continue
+            victim = e.get("involvedObject") or {}
+            self.preemptors.add(m.group(1))
+            self.victim(str(victim.get("uid")), str(victim.get("name")), now, node=m.group(2), preemptor=m.group(1))
         return True
+
+    def victim(self, uid: str, name: str, now: float, node: str | None = None, preemptor: str | None = None) -> None:
+        """A pod seen preempted (its DisruptionTarget condition, or draxr's Preempted Event)."""
+        v = self.victims.setdefault(uid, {"name": name, "at": now, "node": None, "preemptor": None, "judged": False})
+        v["node"] = v["node"] or node or self.node_of.get(uid)
+        v["preemptor"] = v["preemptor"] or preemptor
+
+    def judge_victims(self, now: float, final: bool = False) -> None:
+        """A victim must be of lower priority than its preemptor (when the Event names one the
+        observer saw) and than some pod seen nominated to or bound on its node from a minute
+        before it was seen preempted on. Judged once the grace has passed (at the end: all)."""
+        for uid, v in self.victims.items():
+            if v["judged"] or not (final or self.overdue(v["at"], now)):
+                continue
+            v["judged"] = True
+            mine = self.priority.get(uid)
+            if mine is None or v["node"] is None:
+                v["unknown"] = True  # gone before any poll saw it: nothing to compare
+                continue
+            self.victims_checked += 1
+            by = v["preemptor"]
+            if by is not None and by in self.priority and self.priority[by] <= mine:
+                self.violate("victim_priority", uid, pod=v["name"], priority=mine, node=v["node"],
+                             why=f"its preemptor {by} has priority {self.priority[by]}")  # fmt: skip
+                continue
+            since = v["at"] - 60
+            above = [
+                o for o, (pr, first, nom) in self.on_node[v["node"]].items() if pr > mine and max(first, nom) >= since
+            ]
+            if not above:
+                seen = {o: pr for o, (pr, _, _) in self.on_node[v["node"]].items()}
+                self.violate("victim_priority", uid, pod=v["name"], priority=mine, node=v["node"],
+                             why="no pod of higher priority nominated to or bound on its node", seen=seen)  # fmt: skip
 
     async def poll(self) -> None:
         # Claims first: a claim created after this list belongs to a pod the next list still shows.
@@ -723,7 +925,7 @@ class Observer:
             del self.stale_since[uid]
 
         # 3./4. bindings: once, where they fit, as asked
-        pending: list[tuple[str, str, JSON, str, int]] = []
+        pending: list[tuple[int, str, str, JSON, str, int]] = []
         for p in pods:
             meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
             if spec.get("schedulerName") != SCHEDULER:
@@ -734,12 +936,23 @@ class Observer:
                 continue
             labels = meta.get("labels") or {}
             self.created.setdefault(uid, "probe" if labels.get("role") == "probe" else labels.get("app", "?"))
+            self.priority[uid] = priority = int(spec.get("priority") or 0)
             phase = status.get("phase")
             if phase == "Succeeded":
                 self.completed.add(uid)
             node = spec.get("nodeName")
+            nominated = status.get("nominatedNodeName")
+            if nominated:
+                self.preemptors.add(uid)
+                self.on_node[nominated].setdefault(uid, [priority, now, now])[2] = now
+            if _preempted(p):
+                self.victim(uid, meta["name"], now, node=node)
             claim_name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or ""
             if node:
+                self.node_of[uid] = node
+                self.on_node[node].setdefault(uid, [priority, now, 0.0])
+                if uid in self.evict_fit and uid in self.evict_since:
+                    self.preemptor_waits.append(round(now - self.evict_since.pop(uid), 1))
                 first = self.bound.setdefault(uid, (node, claim_name))
                 if first != (node, claim_name):
                     self.violate("rebound", uid, pod=meta["name"], first=first, now=(node, claim_name))
@@ -748,35 +961,82 @@ class Observer:
                 continue
             if meta.get("deletionTimestamp") or phase not in (None, "Pending"):
                 continue
-            pending.append((meta.get("creationTimestamp", ""), uid, p, *req))
+            pending.append((-priority, meta.get("creationTimestamp", ""), uid, p, *req))
 
-        # 5. pending pods: bound when they fit, a true reason when they fit nowhere
+        # 5. pending pods: bound when they fit (on free devices, or by evicting lower priority), a
+        # true reason when they fit nowhere. The free devices go to the pending pods in the
+        # queue's order (priority, then age), a nominated pod's on its node first.
         free = {k: len(v) for k, v in self.devices.items()}
         for (driver, pool), n in used.items():
             if (driver, pool) in free:
                 free[(driver, pool)] -= n
         unclaimed = dict(free)  # before the handout: "fits nowhere" ignores the competition
-        pending.sort(key=lambda x: (x[0], x[1]))
+        # The devices a pod of higher priority could have by eviction: (driver, node) -> [[priority,
+        # devices], ...] of the allocated claims' users (-inf: the pod ended or went, the claim is
+        # being released), lowest first.
+        evictable: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+        for c in claims:
+            devices = Counter((d, pool) for d, pool, _ in _allocated(c))
+            if not devices:
+                continue
+            users = [special_owner(c)] if special_owner(c) else [
+                r.get("uid") for r in (c.get("status") or {}).get("reservedFor") or () if r.get("resource") == "pods"
+            ]  # fmt: skip
+            live = [pods_by_uid[u] for u in users if u in pods_by_uid and _live(pods_by_uid[u])]
+            prio = max((int((u.get("spec") or {}).get("priority") or 0) for u in live), default=float("-inf"))
+            for key, n in devices.items():
+                evictable[key].append([prio, n])
+        for lst in evictable.values():
+            lst.sort()
+        pending.sort(key=lambda x: (x[0], x[1], x[2]))
         waiting = set()
-        for _, uid, p, resource, count in pending:
+        for neg_priority, _, uid, p, resource, count in pending:
             waiting.add(uid)
-            driver = DRIVERS[resource]
+            driver, priority = DRIVERS[resource], -neg_priority
+            preempts = priority > LOWEST_PRIORITY and (p.get("spec") or {}).get("preemptionPolicy") != "Never"
+            nominated = (p.get("status") or {}).get("nominatedNodeName")
             fitting = [(n, node) for (d, node), n in free.items() if d == driver and n >= count]
+            if nominated and free.get((driver, nominated), 0) >= count:
+                fitting = [(free[(driver, nominated)], nominated)]
             if fitting:
                 self.nofit_since.pop(uid, None)
                 best = min(fitting)  # best fit, as draxr's MostAllocated device scoring packs
                 free[(driver, best[1])] -= count
                 since = self.fit_since.setdefault(uid, now)
+                if preempts:
+                    self.evict_since.setdefault(uid, now)
                 if self.overdue(since, now):
                     self.violate(
                         "fitting_unbound", uid, pod=p["metadata"]["name"], wants=f"{count} {resource}",
                         fits_on=best[1], free=best[0], seconds=round(now - since, 1),
                         condition=_scheduled_condition(p),
                     )  # fmt: skip
+                self.preemptor_overdue(uid, p, now, f"{count} {resource}", best[1], f"{best[0]} free")
                 continue
             self.fit_since.pop(uid, None)
+            if preempts:
+                room = {
+                    node: free.get((d, node), 0) + sum(n for pr, n in lst if pr < priority)
+                    for (d, node), lst in evictable.items()
+                    if d == driver
+                }
+                choices = [(n, node) for node, n in room.items() if n >= count]
+                if nominated and room.get(nominated, 0) >= count:
+                    choices = [(room[nominated], nominated)]
+                if choices:
+                    self.nofit_since.pop(uid, None)
+                    n, node = min(choices)
+                    what = (
+                        f"{free.get((driver, node), 0)} free, {evictable[(driver, node)]} held by (priority, devices)"
+                    )
+                    _take(free, evictable[(driver, node)], (driver, node), count)
+                    self.evict_since.setdefault(uid, now)
+                    self.evict_fit.add(uid)
+                    self.preemptor_overdue(uid, p, now, f"{count} {resource}", node, what)
+                    continue
+            self.evict_since.pop(uid, None)
             if any(d == driver and n >= count for (d, _), n in unclaimed.items()):
-                self.nofit_since.pop(uid, None)  # fits, but older pods come first: no claim either way
+                self.nofit_since.pop(uid, None)  # fits, but other pods come first: no claim either way
                 continue
             since = self.nofit_since.setdefault(uid, now)
             if uid in self.reason_ok or not self.overdue(since, now):
@@ -786,9 +1046,22 @@ class Observer:
                 self.reason_ok.add(uid)
             else:
                 self.violate("untrue_reason", uid, pod=p["metadata"]["name"], why=why, wants=f"{count} {resource}")
-        for d in (self.fit_since, self.nofit_since):
+        for d in (self.fit_since, self.nofit_since, self.evict_since):
             for uid in set(d) - waiting:
                 del d[uid]
+        self.judge_victims(now)
+
+    def preemptor_overdue(self, uid: str, p: JSON, now: float, wants: str, node: str, what: str) -> None:
+        """A pod that fits by evicting (it was seen so) and has fitted, one way or the other, for
+        longer than the grace."""
+        since = self.evict_since.get(uid)
+        if since is None or uid not in self.evict_fit or not self.overdue(since, now):
+            return
+        self.violate(
+            "preemptor_unbound", uid, pod=p["metadata"]["name"], wants=wants, node=node, there=what,
+            nominated=(p.get("status") or {}).get("nominatedNodeName"), seconds=round(now - since, 1),
+            condition=_scheduled_condition(p),
+        )  # fmt: skip
 
     def check_placement(self, p: JSON, node: str, claim_name: str, claim: JSON | None, req: tuple[str, int]) -> None:
         uid, name = p["metadata"]["uid"], p["metadata"]["name"]
@@ -841,6 +1114,7 @@ class Observer:
         return None
 
     def summary(self) -> JSON:
+        self.judge_victims(time.monotonic(), final=True)
         roles = Counter(self.created.values())
         probes = {u for u, r in self.created.items() if r == "probe"}
         work = set(self.created) - probes
@@ -853,10 +1127,22 @@ class Observer:
             "polls": self.polls,
             "poll_failures": self.poll_failures,
             "max_devices_allocated": self.max_allocated,
+            "preemptions": len(self.preemptors),
+            "preemption_victims": len(self.victims),
+            "preemptor_wait_s": {
+                "worst": max(self.preemptor_waits, default=None),
+                "mean": round(sum(self.preemptor_waits) / len(self.preemptor_waits), 1)
+                if self.preemptor_waits
+                else None,
+            },
             "checked": {
                 "placements": len(self.placement_checked),
                 "true_reasons": len(self.reason_ok),
                 "special_claims_ended_seen": self.ended_claims_seen,
+                "preemptors": len(self.evict_fit & set(self.bound)),  # bound after fitting only by evicting
+                "victims": self.victims_checked,
+                "claim_events": self.claim_events,
+                "claim_relists": self.claim_relists,
             },
             "violations": dict(self.violations),
             "violation_details": self.details,
@@ -868,6 +1154,44 @@ def _scheduled_condition(p: JSON) -> JSON | None:
         if c.get("type") == "PodScheduled":
             return dict(c)
     return None
+
+
+def _preempted(p: JSON) -> bool:
+    """DisruptionTarget=True with reason PreemptionByScheduler: the scheduler is preempting it."""
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True" and c.get("reason") == "PreemptionByScheduler"
+        for c in (p.get("status") or {}).get("conditions") or ()
+    )
+
+
+def _live(p: JSON) -> bool:
+    """Neither ended nor being deleted: its claim stays allocated until it is evicted."""
+    return not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def _allocated(claim: JSON) -> set[tuple[str, str, str]]:
+    """(driver, pool, device) of the claim's allocation."""
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    return {
+        (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+        for r in (alloc.get("devices") or {}).get("results") or ()
+    }
+
+
+def _take(free: dict[tuple[str, str], int], held: list[list[float]], key: tuple[str, str], count: int) -> None:
+    """Hand ``count`` devices out on one node: the free ones first, then the lowest priority's."""
+    n = min(free.get(key, 0), count)
+    free[key] = free.get(key, 0) - n
+    count -= n
+    for entry in held:
+        if count <= 0:
+            break
+        n = min(int(entry[1]), count)
+        entry[1] -= n
+        count -= n
 
 
 # ---- faults ------------------------------------------------------------------------------------------------
@@ -1115,6 +1439,10 @@ async def set_up(cfg: Config, cp: ControlPlane, api: Api) -> Path:
     else:
         raise TimeoutError(f"{want} nodes not Ready after 300 s")
     await api.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for name, (value, policy) in PRIORITY_CLASSES.items():
+        pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+              "value": value, "preemptionPolicy": policy}  # fmt: skip
+        await api.must("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", pc, ok=(409,))
     for _ in range(200):
         if (await api.call("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default"))[0] == 200:
             break
@@ -1177,6 +1505,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
         work = [
             asyncio.create_task(workload.jobs_loop(until), name="jobs"),
             asyncio.create_task(workload.scale_loop(until), name="scaling"),
+            asyncio.create_task(workload.high_loop(until), name="high"),
         ]
         try:
             chaos_task = asyncio.create_task(chaos.run(until), name="chaos")
@@ -1202,6 +1531,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             **observer.summary(),
             **chaos.summary(),
             "jobs_created": workload.jobs,
+            "high_jobs_created": workload.high_jobs,
             "scalings": workload.scalings,
             "replica_restarts": dict(replicas.restarts),
             "replica_exits": replicas.exits,
@@ -1231,11 +1561,18 @@ def table(result: JSON) -> str:
         f"2 draxr replicas through the fault proxy, faults for {result['fault_phase_s']:.0f} s + "
         f"{result['settle_s']:.0f} s settle, wall {result['wall_s']:.0f} s",
         "",
-        "| pods created | bound | completed | probes | Jobs | scalings | peak devices allocated |",
+        "| pods created | bound | completed | probes | Jobs (high) | scalings | peak devices allocated |",
         "|---|---|---|---|---|---|---|",
         f"| {result['pods_created']} | {result['pods_bound']} | {result['pods_completed']} | {result['probes_seen']} "
-        f"| {result['jobs_created']} | {result['scalings']} | {result['max_devices_allocated']}/"
-        f"{c['nodes'] * c['devices']} |",
+        f"| {result['jobs_created']} ({result['high_jobs_created']}) | {result['scalings']} "
+        f"| {result['max_devices_allocated']}/{c['nodes'] * c['devices']} |",
+        "",
+        "| preemptors | victims | victims checked | bound after fitting by evicting (worst, mean wait s) "
+        "| claim events |",
+        "|---|---|---|---|---|",
+        f"| {result['preemptions']} | {result['preemption_victims']} | {result['checked']['victims']} "
+        f"| {result['checked']['preemptors']} ({result['preemptor_wait_s']['worst']}, "
+        f"{result['preemptor_wait_s']['mean']}) | {result['checked']['claim_events']} |",
         "",
         "| fault | count | worst recovery s | mean recovery s |",
         "|---|---|---|---|",

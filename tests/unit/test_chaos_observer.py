@@ -1,5 +1,6 @@
-"""The chaos run's observer (bench/chaos.py) on made-up snapshots: each invariant fires when it is
-broken, once per incident, and not before its time limit (counted from the end of the last fault)."""
+"""The chaos run's observer (bench/chaos.py) on made-up snapshots and claim events: each invariant
+fires when it is broken (preemption's too), once per incident, and not before its time limit
+(counted from the end of the last fault)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def pod(name: str, count: int = 1, node: str = "", claim: str = "", phase: str =
         status["extendedResourceClaimStatus"] = {"resourceClaimName": claim, "requestMappings": []}
     if extra.get("condition"):
         status["conditions"] = [extra["condition"]]
+    if extra.get("nominated"):
+        status["nominatedNodeName"] = extra["nominated"]
     return {
         "metadata": {
             "name": name,
@@ -34,6 +37,8 @@ def pod(name: str, count: int = 1, node: str = "", claim: str = "", phase: str =
         "spec": {
             "schedulerName": "draxr",
             "nodeName": node or None,
+            "priority": extra.get("priority", 0),
+            "preemptionPolicy": extra.get("policy", "PreemptLowerPriority"),
             "containers": [{"name": "c", "resources": {"limits": {chaos.GPU: str(count)}}}],
         },
         "status": status,
@@ -152,3 +157,92 @@ def test_a_pod_that_fits_nowhere_needs_a_true_failed_scheduling() -> None:
     obs.check(40.0, [], [pod("no-event", count=3, condition=cond)])
     obs.check(80.0, [], [pod("no-event", count=3, condition=cond)])
     assert obs.violations["untrue_reason"] == 3
+
+
+HIGH = 100000
+PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+
+
+def test_a_pod_that_fits_only_by_evicting_lower_priority_is_bound_within_the_grace() -> None:
+    obs = observer({"n1": 2, "n2": 2})
+    claims = [claim("c-lo", "lo", [("n1", "gpu-0"), ("n1", "gpu-1")]), claim("c-eq", "eq", [("n2", "gpu-0")])]
+    pods = [
+        pod("lo", count=2, node="n1", claim="c-lo", phase="Running"),
+        pod("eq", count=1, node="n2", claim="c-eq", phase="Running", priority=HIGH),
+        pod("hi", count=2, priority=HIGH),
+        pod("never", count=2, priority=1000, policy="Never"),  # fits by evicting, may not
+        pod("low", count=2),  # nothing lower to evict
+    ]
+    obs.check(0.0, claims, pods)
+    assert obs.evict_fit == {"uid-hi"}
+    obs.check(30.0, claims, pods)
+    assert obs.violations["preemptor_unbound"] == 0  # not yet
+    obs.check(31.0, claims, pods)
+    assert obs.violations["preemptor_unbound"] == 1
+    [detail] = [d for d in obs.details if d["invariant"] == "preemptor_unbound"]
+    assert detail["pod"] == "hi"
+    assert detail["node"] == "n1"  # n2's other device is held by a pod of the same priority
+
+
+def test_a_preemptor_keeps_its_time_while_its_victims_go_and_their_claims_are_released() -> None:
+    obs = observer({"n1": 2})
+    held = [claim("c-lo", "lo", [("n1", "gpu-0"), ("n1", "gpu-1")])]
+    hi = pod("hi", count=2, priority=HIGH)
+    obs.check(0.0, held, [pod("lo", count=2, node="n1", claim="c-lo", phase="Running"), hi])
+    obs.check(10.0, held, [hi])  # the victim went, its claim is still allocated: it still fits
+    obs.check(20.0, [], [hi])  # released: it fits on free devices
+    obs.check(31.0, [], [hi])
+    assert obs.violations["preemptor_unbound"] == 1
+    assert obs.violations["fitting_unbound"] == 0  # free for 11 s only
+    bound = [claim("c-hi", "hi", [("n1", "gpu-0"), ("n1", "gpu-1")])]
+    obs.check(32.0, bound, [pod("hi", count=2, node="n1", claim="c-hi", phase="Running", priority=HIGH)])
+    assert obs.summary()["checked"]["preemptors"] == 1
+
+
+def test_a_nominated_pod_is_handed_its_node_first_and_before_lower_priority() -> None:
+    obs = observer({"n1": 2, "n2": 4})
+    busy = [claim("c-x", "x", [("n2", "gpu-0"), ("n2", "gpu-1"), ("n2", "gpu-2")])]
+    pods = [
+        pod("x", count=3, node="n2", claim="c-x", phase="Running", priority=HIGH),
+        pod("old-low", count=1, created="2026-01-01T00:00:00Z"),
+        pod("hi", count=2, priority=HIGH, nominated="n1", created="2026-01-01T00:00:05Z"),
+    ]
+    obs.check(0.0, busy, pods)
+    obs.check(31.0, busy, pods)
+    # n1's two free devices are the nominated pod's; the old low pod gets n2's last one
+    assert sorted(d["pod"] for d in obs.details) == ["hi", "old-low"]
+    assert {d["pod"]: d.get("fits_on") for d in obs.details} == {"hi": "n1", "old-low": "n2"}
+
+
+def test_a_victim_must_be_below_a_pod_nominated_to_or_bound_on_its_node() -> None:
+    obs = observer({"n1": 2, "n2": 2})
+    victim = pod("v", node="n1", claim="c-v", phase="Running", condition=PREEMPTED)
+    obs.check(0.0, [], [victim, pod("hi", count=1, priority=HIGH, nominated="n1")])
+    obs.check(31.0, [], [])
+    assert obs.violations["victim_priority"] == 0
+    assert obs.victims_checked == 1
+    # Same priority as the pod preempting it on n2, and nothing higher there.
+    equal = pod("w", node="n2", claim="c-w", phase="Running", priority=5, condition=PREEMPTED)
+    obs.check(40.0, [], [equal, pod("peer", count=1, priority=5, nominated="n2")])
+    obs.check(71.0, [], [])
+    assert obs.violations["victim_priority"] == 1
+    # The Preempted Event names a preemptor that is not above it.
+    obs.check(80.0, [], [pod("u", node="n1", claim="c-u", phase="Running", priority=HIGH)])
+    obs.victim("uid-u", "u", 80.0, node="n1", preemptor="uid-hi")
+    obs.check(111.0, [], [])
+    assert obs.violations["victim_priority"] == 2
+    assert "preemptor" in obs.details[-1]["why"]
+
+
+def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
+    obs = observer()
+    victim, preemptor = claim("c-v", "v", [("n1", "gpu-0")]), claim("c-p", "p", [("n1", "gpu-0")])
+    obs.claim_event("ADDED", victim)
+    obs.claim_event("MODIFIED", claim("c-v", "v", []))  # deallocated first: fine
+    obs.claim_event("ADDED", preemptor)
+    assert obs.violations["double_allocation"] == 0
+    obs.claim_event("ADDED", claim("c-z", "z", [("n1", "gpu-0")]))  # while the preemptor holds it
+    assert obs.violations["double_allocation"] == 1
+    obs.claim_event("DELETED", preemptor)
+    obs.claim_event("MODIFIED", claim("c-z", "z", [("n1", "gpu-0")]))
+    assert obs.violations["double_allocation"] == 1
