@@ -59,25 +59,35 @@ def _apply(cp: ControlPlane, objs: list[dict[str, Any]], *flags: str) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.fixture(scope="module")
-def component(control_plane: ControlPlane) -> Iterator[list[dict[str, Any]]]:
-    out = manifests.kubectl(control_plane, "apply", "-f", str(CRD))
+def install_component(cp: ControlPlane) -> list[dict[str, Any]]:
+    """The CRD and the component's objects but its DaemonSet (applied by a server-side dry run only:
+    it passes validation and the namespace's Pod Security level, privileged for hostPath and uid 0,
+    without running on the kwok nodes of other tests). Returns what to delete afterwards."""
+    out = manifests.kubectl(cp, "apply", "-f", str(CRD))
     assert out.returncode == 0, out.stderr
-    done = manifests.kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    done = manifests.kubectl(cp, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     assert done.returncode == 0, done.stderr
     objs = _component()
     daemonset = [o for o in objs if o["kind"] == "DaemonSet"]
     assert len(daemonset) == 1
     rest = [o for o in objs if o["kind"] != "DaemonSet"]
-    _apply(control_plane, rest)
-    # The DaemonSet as shipped passes the API server's validation and the namespace's Pod Security
-    # level (privileged: hostPath and uid 0), without running on the kwok nodes of other tests.
-    _apply(control_plane, daemonset, "--dry-run=server")
-    yield objs
+    _apply(cp, rest)
+    _apply(cp, daemonset, "--dry-run=server")
+    return rest
+
+
+def remove_component(cp: ControlPlane, objs: list[dict[str, Any]]) -> None:
     out = manifests.kubectl(
-        control_plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest)
+        cp, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(objs)
     )
     assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture(scope="module")
+def component(control_plane: ControlPlane) -> Iterator[list[dict[str, Any]]]:
+    objs = install_component(control_plane)
+    yield objs
+    remove_component(control_plane, objs)
 
 
 @pytest.fixture
@@ -86,21 +96,18 @@ async def kubelet() -> AsyncIterator[FakeKubelet]:
         yield k
 
 
-async def _pod_bound_token(kube: Kube, node: str, pod_name: str, seconds: int = 3600) -> str:
+async def pod_bound_token(kube: Kube, node: str, pod_name: str, spec: dict[str, Any] | None = None) -> str:
     """What kubelet mounts into the DaemonSet's pod: a token of the agent's ServiceAccount bound to
-    a Pod on ``node`` (the API server adds the pod's node to it)."""
+    a Pod on ``node`` (the API server adds the pod's node to it). ``spec``: the pod's own, else one
+    container that never runs (no kubelet behind kwok's nodes)."""
+    spec = spec or {"containers": [{"name": "node-agent", "image": "registry.invalid/draxr:1"}]}
     pod = await kube.create(
         PODS,
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": pod_name},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": AGENT,
-                "automountServiceAccountToken": False,
-                "containers": [{"name": "node-agent", "image": "registry.invalid/draxr:1"}],
-            },
+            "spec": {**spec, "nodeName": node, "serviceAccountName": AGENT, "automountServiceAccountToken": False},
         },
         AGENT,
     )
@@ -110,13 +117,32 @@ async def _pod_bound_token(kube: Kube, node: str, pod_name: str, seconds: int = 
         {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
-            "spec": {"expirationSeconds": seconds, "boundObjectRef": ref},
+            "spec": {"expirationSeconds": 3600, "boundObjectRef": ref},
         },
         AGENT,
         name=AGENT,
         subresource="token",
     )
     return str(answer["status"]["token"])
+
+
+def write_sa_dir(cp: ControlPlane, into: Path, token: str) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "token").write_text(token)
+    (into / "ca.crt").write_bytes(cp.pki.ca_crt.read_bytes())
+    return into
+
+
+def agent_command(
+    cp: ControlPlane, sa_dir: Path, node: str, socket: Path, health_port: int, refresh: int = 3
+) -> tuple[list[str], dict[str, str]]:
+    """``draxr node-agent`` as the DaemonSet's pod runs it (in-cluster, NODE_NAME from the pod)."""
+    flags, env = in_cluster(cp, sa_dir, pod_name=f"{node}-agent", namespace=AGENT)
+    env["NODE_NAME"] = node
+    cmd = [sys.executable, "-m", "draxr", "node-agent", *flags, "--socket", str(socket)]
+    cmd += ["--refresh-seconds", str(refresh), "--poll-seconds", "0.5", "--health-port", str(health_port)]
+    cmd += ["--bind-address", LOOPBACK, "--log-format", "console"]
+    return cmd, env
 
 
 async def _user(cp: ControlPlane, token: str) -> dict[str, Any]:
@@ -151,7 +177,7 @@ async def _refused(write: Any) -> str:
     return api_message(refused.value)
 
 
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_agent(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:  # the child keeps its own descriptor
         return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
@@ -171,27 +197,20 @@ async def test_agent_publishes_its_own_nodes_record_and_may_write_no_other(
     log = tmp_path / "node-agent.log"
     try:
         await fakedriver.apply(kube, nodes)
-        token = await _pod_bound_token(kube, mine, f"{names}-agent")
+        token = await pod_bound_token(kube, mine, f"{names}-agent")
         # The API server put the pod's node into the token's user.
         user = await _user(cp, token)
         assert user["username"] == f"system:serviceaccount:{AGENT}:{AGENT}"
         assert user["extra"][NODE_NAME_EXTRA] == [mine]
-        sa_dir = tmp_path / "sa"
-        sa_dir.mkdir()
-        (sa_dir / "token").write_text(token)
-        (sa_dir / "ca.crt").write_bytes(cp.pki.ca_crt.read_bytes())
+        sa_dir = write_sa_dir(cp, tmp_path / "sa", token)
 
         kubelet.lister.pods = [
             pod_resources("team", "train-0", {"main": [(GPU, ["GPU-1"]), (GPU, ["GPU-0"])]}),
             pod_resources("team", "cpu-only", {"main": []}),
         ]
         health = free_port()
-        flags, env = in_cluster(cp, sa_dir, pod_name=f"{names}-agent", namespace=AGENT)
-        env["NODE_NAME"] = mine
-        cmd = [sys.executable, "-m", "draxr", "node-agent", *flags, "--socket", str(kubelet.socket)]
-        cmd += ["--refresh-seconds", "3", "--poll-seconds", "0.5", "--health-port", str(health)]
-        cmd += ["--bind-address", LOOPBACK, "--log-format", "console"]
-        agent = _start(cmd, env, log)
+        cmd, env = agent_command(cp, sa_dir, mine, kubelet.socket, health)  # (no --node-name: $NODE_NAME)
+        agent = start_agent(cmd, env, log)
 
         async def record(want_devices: int) -> dict[str, Any] | None:
             assert agent is not None
