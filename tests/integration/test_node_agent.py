@@ -47,7 +47,7 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 GPU = "example.com/gpu"
 
 
-def _component() -> list[dict[str, Any]]:
+def component_objects() -> list[dict[str, Any]]:
     """The node-agent component's own objects, as kustomize renders manifests/ with it."""
     kubectl = ensure_binaries() / "kubectl"
     base = {helmchart.key(o) for o in helmchart.rendered_base(kubectl)}
@@ -67,7 +67,7 @@ def install_component(cp: ControlPlane) -> list[dict[str, Any]]:
     assert out.returncode == 0, out.stderr
     done = manifests.kubectl(cp, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     assert done.returncode == 0, done.stderr
-    objs = _component()
+    objs = component_objects()
     daemonset = [o for o in objs if o["kind"] == "DaemonSet"]
     assert len(daemonset) == 1
     rest = [o for o in objs if o["kind"] != "DaemonSet"]

@@ -16,8 +16,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from draxr.kube import PODS, ApiException, Kube
+from draxr import __version__
+from draxr.kube import NODES, PODS, ApiException, Kube, Resource
 from draxr.node_agent import RECORDS
+from draxr_dev.devcluster import realnode
+from draxr_dev.devcluster.binaries import ensure_image
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 from draxr_dev.devcluster.realnode import RealNode
 
@@ -25,6 +28,7 @@ from ..integration.helpers import eventually
 from ..integration.test_node_agent import (
     AGENT,
     agent_command,
+    component_objects,
     install_component,
     pod_bound_token,
     remove_component,
@@ -34,6 +38,7 @@ from ..integration.test_node_agent import (
 from .test_kubelet_runs_pods import SIDECAR, _logs, container, node_pod
 
 JSON = dict[str, Any]
+IMAGE = f"ghcr.io/draxr/draxr:{__version__}"
 
 
 async def test_agent_publishes_what_the_real_kubelet_reports_and_keeps_it_after_the_plugin_stops(
@@ -115,5 +120,100 @@ async def test_agent_publishes_what_the_real_kubelet_reports_and_keeps_it_after_
         if plugin_stopped:
             await asyncio.to_thread(real_node.start_device_plugin)
         await kube.delete_if_exists(PODS, agent_pod, AGENT)
+        await kube.delete_if_exists(RECORDS, node)
+        await asyncio.to_thread(remove_component, cp, objs)
+
+
+DAEMONSETS = Resource("apps", "v1", "daemonsets", True)
+
+
+def _daemonset_here(cp: ControlPlane, node: RealNode) -> JSON:
+    """The component's DaemonSet with what this loopback-only machine needs, nothing else:
+    hostNetwork (the node's CNI is loopback-only) with the API server's loopback address in
+    KUBERNETES_SERVICE_HOST/PORT, the real node's kubelet root for the socket's hostPath, this node
+    only (the kwok nodes have no kubelet) with its taint tolerated, the refresh at 2 s, a free health
+    port and no HTTP probe (kubelet would probe the node's address)."""
+    [ds] = [o for o in component_objects() if o["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    pod["hostNetwork"] = True
+    pod["nodeSelector"] = {"kubernetes.io/hostname": node.name}
+    pod["tolerations"].append(realnode.TOLERATION)
+    [c] = pod["containers"]
+    assert c["image"] == IMAGE
+    c["env"] += [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": str(cp.ports["api"])},
+    ]
+    c["args"] = [
+        "--refresh-seconds=2",
+        "--poll-seconds=0.5",
+        f"--health-port={free_port()}",
+        "--bind-address=127.0.0.1",
+    ]
+    del c["livenessProbe"]
+    del c["ports"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "pod-resources"]
+    volume["hostPath"]["path"] = str(node.kubelet_root / "pod-resources")
+    return ds
+
+
+async def test_the_daemonset_runs_the_agent_from_the_image_on_the_node(
+    kube: Kube, control_plane: ControlPlane, real_node: RealNode, namespace: str, tmp_path: Path
+) -> None:
+    """The component's DaemonSet as kubelet runs it (the image, uid 0 with no capability, a read-only
+    root, the pod-resources directory by hostPath, the projected pod-bound token): its record lists
+    the running pod's device-plugin devices, and is owned by the Node."""
+    cp, node = control_plane, real_node.name
+    resource = real_node.options.device_plugin_resource
+    archive = await asyncio.to_thread(ensure_image)
+    assert IMAGE in await asyncio.to_thread(real_node.import_image, archive)
+    objs = await asyncio.to_thread(install_component, cp)
+    try:
+        holder = node_pod("holder", [container("main", 0, SIDECAR)], scheduler="default-scheduler")
+        holder["spec"]["nodeName"] = node
+        holder["spec"]["containers"][0]["resources"] = {"limits": {resource: "2"}}
+        await kube.create(PODS, holder, namespace)
+        await kube.create(DAEMONSETS, _daemonset_here(cp, real_node), AGENT)
+
+        async def listed() -> JSON | None:
+            try:
+                rec = await kube.get(RECORDS, node)
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise
+            mine = [p for p in rec["spec"]["pods"] if (p["namespace"], p["name"]) == (namespace, "holder")]
+            return rec if mine else None
+
+        rec = await eventually(listed, timeout=120)
+        [entry] = [p for p in rec["spec"]["pods"] if p["namespace"] == namespace]
+        [ctr] = entry["containers"]
+        assert ctr["name"] == "main"
+        [devices] = ctr["devices"]
+        assert devices["resourceName"] == resource
+        assert len(devices["deviceIDs"]) == 2
+        assert rec["spec"]["agentVersion"] == __version__
+        node_uid = (await kube.get(NODES, node))["metadata"]["uid"]
+        assert rec["metadata"]["ownerReferences"][0]["uid"] == node_uid
+        [agent] = await kube.list(PODS, AGENT, labelSelector="app.kubernetes.io/component=node-agent")
+        assert agent["spec"]["nodeName"] == node
+        [status] = agent["status"]["containerStatuses"]
+        assert status["ready"], status
+        assert status["restartCount"] == 0, status
+        # It keeps refreshing (every 2 s): the process is alive in its container.
+        first = rec["spec"]["observedTime"]
+
+        async def refreshed() -> bool:
+            return bool((await kube.get(RECORDS, node))["spec"]["observedTime"] > first)
+
+        await eventually(refreshed, timeout=30)
+    finally:
+        await kube.delete_if_exists(DAEMONSETS, "draxr-node-agent", AGENT)
+        await kube.delete_if_exists(PODS, "holder", namespace)
+
+        async def gone() -> bool:
+            return not await kube.list(PODS, AGENT, labelSelector="app.kubernetes.io/component=node-agent")
+
+        await eventually(gone, timeout=120)
         await kube.delete_if_exists(RECORDS, node)
         await asyncio.to_thread(remove_component, cp, objs)
