@@ -77,8 +77,9 @@ def install_component(cp: ControlPlane) -> list[dict[str, Any]]:
 
 
 def remove_component(cp: ControlPlane, objs: list[dict[str, Any]]) -> None:
+    """Deleted, and waited for: the namespace is gone before another test applies it again."""
     out = manifests.kubectl(
-        cp, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(objs)
+        cp, "delete", "--ignore-not-found", "--wait=true", "--timeout=120s", "-f", "-", stdin=yaml.safe_dump_all(objs)
     )
     assert out.returncode == 0, out.stderr
 
