@@ -25,7 +25,8 @@ import uuid
 from typing import Any
 
 from draxr.core.allocator import DEFAULT_FEATURES
-from draxr.core.placement import Decision, Scoring, schedule
+from draxr.core.placement import Decision, schedule
+from draxr.core.plugins.node_resources_fit import Scoring
 from draxr.core.state import ClusterState
 from draxr_dev.devcluster import fakedriver
 

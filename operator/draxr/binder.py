@@ -44,7 +44,8 @@ from typing import Any
 from draxr import logs, metrics
 from draxr.core import claims as shape
 from draxr.core.claims import assumed_claim_key
-from draxr.core.placement import ClaimDecision, Decision
+from draxr.core.placement import Decision
+from draxr.core.plugins.dynamic_resources import ClaimDecision
 from draxr.core.state import ClusterState, PodInfo, without_managed_fields
 from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
 from draxr.core.volumes import binding_progress

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from draxr.core.gc import ForeignClaims, ReleasePolicy
-from draxr.core.placement import Scoring
+from draxr.core.plugins.node_resources_fit import Scoring
 
 
 class Settings(BaseSettings):

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.equivalence import Aligned, TouchLog
-from draxr.core.placement import Decision, Scoring, Unschedulable, schedule
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.plugins.node_resources_fit import Scoring
 from draxr.core.state import ClusterState
 from tests.unit import cluster_builders as cb
 

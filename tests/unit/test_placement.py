@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from draxr.core.allocator import DEFAULT_FEATURES, FatalKind
-from draxr.core.placement import Decision, Scoring, Unschedulable, nodes_to_find, schedule
+from draxr.core.placement import Decision, Unschedulable, nodes_to_find, schedule
+from draxr.core.plugins.node_resources_fit import Scoring
 from draxr.core.pod_view import unsupported_fields
 from draxr.core.requests import DeviceRequest, RequestMapping
 from draxr.core.state import ClusterState, PodInfo

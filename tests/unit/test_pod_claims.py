@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from draxr.core.allocator import DEFAULT_FEATURES
-from draxr.core.placement import ClaimDecision, Decision, Unschedulable, schedule
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.plugins.dynamic_resources import ClaimDecision
 from draxr.core.state import ClusterState, PodInfo
 from tests.unit.cluster_builders import DRIVER, GPU_CLASS, allocation, cluster, devices_of, pod
 

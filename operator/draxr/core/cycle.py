@@ -10,7 +10,6 @@ import json
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.interpod import (
     REASON_AFFINITY,
     AffinityPreFilter,
@@ -20,6 +19,7 @@ from draxr.core.interpod import (
     normalize_affinity,
 )
 from draxr.core.limits import MAX_NODE_SCORE
+from draxr.core.plugins.node_affinity import node_affinity_matches
 from draxr.core.pod_view import PodView
 from draxr.core.scores import (
     WEIGHTS,
@@ -46,20 +46,6 @@ from draxr.core.spread import (
 )
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, PodInfo
 from draxr.core.status import Status, rejected
-
-
-def node_affinity_matches(view: PodView, node: NodeInfo) -> bool:
-    """`GetRequiredNodeAffinity(pod).Match(node)`: nodeSelector and the required terms."""
-    for k, v in view.node_selector.items():
-        if node.labels.get(k) != v:
-            return False
-    required = view.required_node_affinity
-    if required:
-        try:
-            return selector_matches(required, node.raw)
-        except NodeSelectorError:
-            return False
-    return True
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 are the same (the pods of one Job or ReplicaSet, identical bare pods).
 
 What is cached per node must be a function of the table's key (what the results read of the pod,
-placement.node_local_key), of a few cluster-wide objects (the
+plugins.node_local_key), of a few cluster-wide objects (the
 table's ``mapping`` and ``options``) and of the node's own inputs only: the node object, the usage
 of the pods placed on it, its own ResourceSlices and the allocations in its pools. ClusterState
 draws a fresh stamp for a node whenever one of those changes (``ClusterState.node_stamps``); an

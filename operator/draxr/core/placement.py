@@ -7,73 +7,43 @@ kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint(s),
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from draxr.core import pod_claims, volumes
-from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
-from draxr.core.allocator.allocated_devices import AllocatedState
-from draxr.core.allocator.nodeselector import NodeSelectorError
-from draxr.core.claims import held_claim_key
-from draxr.core.cycle import PodCycle, node_affinity_matches, node_names, prepare, score_nodes, weighted_totals
+from draxr.core import volumes
+from draxr.core.allocator import AllocationFatalError, Features
+from draxr.core.cycle import PodCycle, node_names, prepare, score_nodes, weighted_totals
 from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.pod_claims import ClaimsCycle, PodClaim
-from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED, PodView
+from draxr.core.plugins import (
+    NODE_LOCAL_FILTERS,
+    balanced_allocation,
+    node_affinity,
+    node_local_key,
+    node_resources_fit,
+    taint_toleration,
+)
+from draxr.core.plugins.dynamic_resources import (
+    DRA,
+    ClaimDecision,
+    DraFit,
+    DynamicResources,
+    claims_prefilter,
+    special_claim_options,
+)
+from draxr.core.plugins.node_resources_fit import Scoring
+from draxr.core.pod_claims import ClaimsCycle
+from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED
 from draxr.core.ranking import rank
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
-from draxr.core.scores import (
-    balanced_allocation_score,
-    intolerable_prefer_no_schedule,
-    node_affinity_score,
-    prefer_no_schedule_tolerations,
-    preferred_terms,
-    resource_fit_score,
-)
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
-from draxr.core.status import Status, error, rejected, unresolvable, unschedulable
+from draxr.core.status import Status, unresolvable
 from draxr.core.storage import StorageState, VolumeDecision
 
 _MIN_FEASIBLE_NODES = 100  # upstream minFeasibleNodesToFind
-_FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")  # in fitsRequest's order
-
-
-class Scoring(StrEnum):
-    LEAST_ALLOCATED = "LeastAllocated"
-    MOST_ALLOCATED = "MostAllocated"
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimDecision:
-    """What the binder writes to one of the pod's own claims (``spec.resourceClaims``), in PreBind
-    as upstream's bindClaim: with ``allocation``, add the finalizer
-    ``resource.kubernetes.io/delete-protection`` if missing (an Update), then UpdateStatus with the
-    allocation and ``{resource: pods, name, uid}`` of the pod appended to ``reservedFor``; without
-    it (allocated already, e.g. shared with other pods) only the reservedFor append. Either way
-    upstream stamps ``allocation.allocationTimestamp`` when it is missing (binding conditions are on
-    by default in 1.37). Refuse the write if the claim is being deleted, or (with ``allocation``)
-    got allocated meanwhile. Roll back as Unreserve does: remove the pod from ``reservedFor``
-    (strategic-merge ``$patch: delete`` by uid) and leave deallocation to kube-controller-manager.
-    Claims already reserved for the pod are not listed. Assume ``allocation`` under ``key`` until the
-    claim's write is seen (ClusterState.assume_allocation / upsert_claim with the write's answer,
-    then forget_allocation): meanwhile other pods sharing the claim wait ("in the process of being
-    allocated") instead of allocating it a second time."""
-
-    entry: str  # spec.resourceClaims[].name
-    namespace: str
-    name: str
-    uid: str  # the claim's UID (a precondition for the write)
-    allocation: Mapping[str, Any] | None  # newly allocated: write it; None: allocated already
-    reserve: bool = True  # append {resource: pods, name, uid} of the pod to status.reservedFor
-
-    @property
-    def key(self) -> str:
-        return pod_claims.claim_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True)
@@ -128,52 +98,6 @@ class Unschedulable:
         return self.every_node if self.every_node is not None else self.statuses.get(node)
 
 
-def _ports_conflict(pod: PodInfo, usage: NodeUsage) -> bool:
-    for ip, proto, port in pod.host_ports:
-        for uip, uproto, uport in usage.host_ports:
-            if uport == port and uproto == proto and (ip == uip or "0.0.0.0" in (ip, uip)):
-                return True
-    return False
-
-
-def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
-    """The pod's requests NodeResourcesFit checks against allocatable, in its order (fitsRequest:
-    cpu, memory, ephemeral-storage, then the scalar resources; upstream walks those in map order,
-    here by name)."""
-    first = {name: i for i, name in enumerate(_FIT_CHECKED)}
-    return sorted(
-        ((n, want) for n, want in pod.units.items() if n in first or "/" in n or n.startswith("hugepages-")),
-        key=lambda item: (first.get(item[0], len(first)), item[0]),
-    )
-
-
-def fit_unresolvable(checked: list[tuple[str, int]], node: NodeInfo, dra_names: Collection[str]) -> bool:
-    """Whether NodeResourcesFit's rejection is UnschedulableAndUnresolvable: some request exceeds
-    the node's allocatable itself (no pod leaving would help)."""
-    return any(want > node.allocatable.get(name, 0) for name, want in checked if name not in dra_names)
-
-
-def insufficient(
-    checked: list[tuple[str, int]], node: NodeInfo, usage: NodeUsage, dra_names: Collection[str]
-) -> list[str]:
-    reasons: list[str] = []
-    if usage.pods >= node.allocatable.get("pods", 0):
-        reasons.append("Too many pods")
-    for name, want in checked:
-        # DRA-served names are checked by the allocator, not against allocatable.
-        if want > node.allocatable.get(name, 0) - usage.requested.get(name, 0) and name not in dra_names:
-            reasons.append(f"Insufficient {name}")
-    return reasons
-
-
-def _fit_score(cpu: int, memory: int, node: NodeInfo, usage: NodeUsage, least: bool) -> int:
-    """NodeResourcesFit LeastAllocated / MostAllocated over cpu and memory, equal weights.
-    ``cpu`` and ``memory`` are the pod's non-zero requests (upstream's defaults when unset)."""
-    requested = (usage.nonzero_milli_cpu + cpu, usage.nonzero_memory + memory)
-    alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-    return resource_fit_score(requested, alloc, most=not least)
-
-
 def _summary(total: int, reasons: Counter[str]) -> str:
     if total == 0:
         return "no nodes available to schedule pods"
@@ -190,19 +114,6 @@ def nodes_to_find(total: int, percentage: int = 0) -> int:
 
 
 Prefiltered = tuple[PodCycle, volumes.VolumeCycle | None, ClaimsCycle | None]
-
-
-def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | Status | None:
-    """DynamicResources' PreFilter for the pod's own claims (core.pod_claims); None without any."""
-    claims_input = pod.view.claims_input
-    if claims_input is None:
-        return None
-    return pod_claims.prefilter(
-        claims_input,
-        state.claim_object,
-        lambda name: state.inventory.get_class(name) is not None,
-        state.allocation_in_flight,
-    )
 
 
 def prefilter(pod: PodInfo, state: ClusterState) -> Prefiltered | Status:
@@ -236,7 +147,7 @@ class NodeFilter:
     between the two; the differential harness (draxr_dev.scheduling.evaluate) runs the same two
     calls without DRA. VolumeBinding's decision on each node that passed is kept in ``decisions``."""
 
-    __slots__ = ("checked", "cycle", "decisions", "filtered", "narrowed", "pod", "storage", "view", "volumes")
+    __slots__ = ("checks", "cycle", "decisions", "narrowed", "pod", "resources", "storage", "view", "volumes")
 
     def __init__(
         self,
@@ -249,35 +160,31 @@ class NodeFilter:
         self.volumes, self.storage = vcycle, storage or StorageState()
         self.decisions: dict[str, VolumeDecision | None] = {}
         self.narrowed = cycle.names.names
-        self.checked = fit_checked(pod)
-        # Whether a cheap filter can reject a schedulable, untainted node.
-        view = cycle.view
-        self.filtered = bool(view.node_name or view.node_selector or view.required_node_affinity or pod.host_ports)
+        # The node-local filters this pod does not skip, in the profile's order.
+        self.checks = tuple(c for plugin in NODE_LOCAL_FILTERS if (c := plugin.prefilter(pod)) is not None)
+        self.resources = node_resources_fit.PLUGIN.prefilter(pod)
 
     def before_fit(self, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if self.narrowed is not None and node.name not in self.narrowed:
             return unresolvable("", self.cycle.names.absent_reason)
-        if node.unschedulable or node.taints or self.filtered:
-            return cheap_filter(self.pod, self.view, node, usage)
+        for check in self.checks:
+            status = check(node, usage)
+            if status is not None:
+                return status
         return None
 
     def from_fit(
         self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
     ) -> Status | None:
-        """``dra_names``: the requested names DRA serves on this node (the allocator checks them);
-        ``dra_reasons``: why the split itself rejects the node (an unserved extended resource)."""
-        rejection = self.fit(node, usage, dra_names, dra_reasons)
+        """NodeResourcesFit (see Fit.filter for ``dra_names`` and ``dra_reasons``), then beyond_node."""
+        rejection = self.resources.filter(node, usage, dra_names, dra_reasons)
         return rejection if rejection is not None else self.beyond_node(node)
 
     def fit(
         self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
     ) -> Status | None:
-        """NodeResourcesFit (see from_fit): the last filter that reads only the node and its usage."""
-        fit = insufficient(self.checked, node, usage, dra_names)
-        if fit or dra_reasons:
-            hopeless = fit_unresolvable(self.checked, node, dra_names)
-            return rejected("NodeResourcesFit", tuple(dict.fromkeys([*fit, *dra_reasons])), hopeless)
-        return None
+        """NodeResourcesFit: the last filter that reads only the node and its usage."""
+        return self.resources.filter(node, usage, dra_names, dra_reasons)
 
     @property
     def reads_beyond_node(self) -> bool:
@@ -300,142 +207,6 @@ class NodeFilter:
         if self.volumes is None:
             return None
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
-
-
-CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
-DRA = pod_claims.PLUGIN
-
-
-@dataclass(frozen=True, slots=True)
-class DraFit:
-    """DynamicResources' Filter on one node: a rejection (``detail``: draxr's own, more telling
-    reason for the summary; ``fatal``: the allocator's error, which ends the pod's attempt), or the
-    special claim's chosen requests and allocation plus what to write to the pod's own claims."""
-
-    rejection: Status | None
-    detail: str = ""
-    fatal: AllocationFatalError | None = None
-    option: NodeRequests | None = None
-    special: Mapping[str, Any] | None = None
-    claims: tuple[ClaimDecision, ...] = ()
-
-    @property
-    def counted(self) -> Status:
-        """The rejection as the diagnosis keeps it: draxr's more telling reason in upstream's
-        status (the summary counts it)."""
-        assert self.rejection is not None
-        if not self.detail or self.rejection.reasons == (self.detail,):
-            return self.rejection
-        return Status(self.rejection.code, self.rejection.plugin, (self.detail,))
-
-
-class DynamicResources:
-    """DynamicResources' Filter for one pod, node by node (dynamicresources.go Filter): the
-    allocated claims' node selectors, then ONE allocator call with the claims to allocate, the
-    pod's own unallocated claims in spec order followed by the node's special claim (when the node
-    serves some of the pod's extended resources by DRA). Claims allocated already are only
-    reserved. The allocator is built once (one snapshot of the allocated devices per cycle)."""
-
-    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "pod", "state")
-
-    def __init__(self, pod: PodInfo, state: ClusterState, features: Features, ccycle: ClaimsCycle | None) -> None:
-        self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
-        self._allocator: Allocator | None = None
-        self._allocated: AllocatedState | None = None
-        self.memo = state.static_no_fit()
-
-    def use_allocated(self, allocated: AllocatedState) -> None:
-        """Allocate against ``allocated`` instead of the state's (preemption's dry run)."""
-        self._allocated, self._allocator = allocated, None
-
-    @property
-    def allocator(self) -> Allocator:
-        if self._allocator is None:
-            allocated = self._allocated
-            if allocated is None:
-                tracker, held = self.state.tracker, held_claim_key(self.pod.uid)
-                # The devices preemption holds for this pod are its own to take.
-                allocated = tracker.snapshot_without((held,)) if tracker.is_assumed(held) else tracker.snapshot()
-            self._allocator = Allocator(self.state.inventory, allocated, self.features)
-        return self._allocator
-
-    def unavailable(self, node: NodeInfo) -> bool:
-        """Some allocated claim's nodeSelector excludes the node."""
-        ccycle = self.ccycle
-        return ccycle is not None and bool(ccycle.selectors) and pod_claims.unavailable_on(ccycle, node.raw)
-
-    def _reject(self, reason: str, detail: str = "") -> DraFit:
-        return DraFit(unresolvable(DRA, reason), detail or reason)
-
-    def filter(self, node: NodeInfo, options: Sequence[NodeRequests]) -> DraFit:
-        """``options``: the special claim's requests on this node, the first preferred (mapping
-        CRs with several classes add the same requests with later classes)."""
-        user: tuple[PodClaim, ...] = self.ccycle.to_allocate if self.ccycle is not None else ()
-        try:
-            unavailable = self.unavailable(node)
-        except NodeSelectorError as e:  # validated by prefilter; kept as upstream's error
-            return DraFit(error(DRA, str(e)), str(e))
-        if not user and not any(o.needs_claim for o in options):
-            if unavailable:
-                return self._reject(pod_claims.NOT_AVAILABLE)
-            return DraFit(None, option=options[0], claims=self._decisions(()))
-        reason, detail = CANNOT_ALLOCATE, ""
-        for option in options:
-            if not user:
-                # Only the special claim: the cheap per-class count first (never rejects a node
-                # the allocator would accept).
-                wanted = _devices_per_class(option.dra_requests)
-                memo_key = (node.name, node.labels_key, frozenset(wanted.items()))
-                quick = self.memo.get(memo_key)
-                if quick is None:
-                    found = self.allocator.cannot_fit(node.raw, wanted)
-                    if found is not None:
-                        quick = found[0]
-                        if found[1]:
-                            self.memo[memo_key] = quick
-                if quick is not None:
-                    reason, detail = CANNOT_ALLOCATE, quick
-                    continue
-            claims = [pc.claim for pc in user]
-            if option.needs_claim:
-                claims.append(_claim_for_allocation(self.pod, option.claim_requests()))
-            try:
-                outcome = self.allocator.allocate(node.raw, claims)
-            except AllocationFatalError as err:
-                return DraFit(error(DRA, str(err)), str(err), fatal=err)
-            if isinstance(outcome, NoFit):
-                reason, detail = CANNOT_ALLOCATE, outcome.reason
-                continue
-            if isinstance(outcome, NodeFailure):
-                reason = detail = outcome.reason
-                continue
-            if unavailable:
-                return self._reject(pod_claims.NOT_AVAILABLE)
-            results = outcome.results
-            special = results[len(user)] if option.needs_claim else None
-            return DraFit(None, option=option, special=special, claims=self._decisions(results[: len(user)]))
-        return self._reject(reason, detail)
-
-    def _decisions(self, allocated: Sequence[Mapping[str, Any]]) -> tuple[ClaimDecision, ...]:
-        if self.ccycle is None:
-            return ()
-        out: list[ClaimDecision] = []
-        results = iter(allocated)
-        for pc in self.ccycle.claims:
-            if pc.allocation is None:
-                out.append(ClaimDecision(pc.entry, pc.namespace, pc.name, pc.uid, next(results)))
-            elif not pc.reserved:
-                out.append(ClaimDecision(pc.entry, pc.namespace, pc.name, pc.uid, None))
-        return tuple(out)
-
-
-@dataclass
-class _Candidate:
-    node: NodeInfo
-    fit: int  # NodeResourcesFit's score (with draxr's device scoring, when on)
-    requests: NodeRequests
-    score: int = 0  # the weighted total, once the candidates are scored together
-    dra: DraFit | None = None  # DynamicResources' verdict when phase 1 ran it (pods with claims)
 
 
 def schedule(
@@ -625,30 +396,6 @@ def schedule(
     return Unschedulable(_summary(total, reasons), dict(reasons), statuses=statuses)
 
 
-def node_local_key(pod: PodInfo) -> Hashable:
-    """Everything _NodeLocal reads of the pod (and NodeFilter.before_fit and fit, through it):
-    pods with equal keys get equal NodeVerdicts on a node. Extend it with any field they start to
-    read."""
-    view = pod.view
-    required = view.required_node_affinity
-    preferred = view.preferred_node_affinity
-    return (
-        view.node_name,
-        tuple(sorted(view.node_selector.items())),
-        json.dumps(required, sort_keys=True, default=repr) if required is not None else None,
-        view.tolerations,
-        json.dumps(preferred, sort_keys=True, default=repr) if preferred is not None else None,
-        tuple(sorted(view.extended.items())),
-        tuple(
-            (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
-            for c in view.containers
-        ),
-        tuple(sorted(pod.units.items())),
-        pod.host_ports,
-        pod.nonzero,
-    )
-
-
 class _NodeLocal:
     """Computes one pod's NodeVerdicts: the filters up to NodeResourcesFit and the node-local raw
     scores. Reads of the pod only what node_local_key holds, the mappings and the node's own
@@ -657,19 +404,15 @@ class _NodeLocal:
     there): nodes that agree share one result, as do pods of one shape (it is their table's)."""
 
     __slots__ = (
-        "actual",
+        "affinity",
+        "balanced",
         "candidates",
-        "cpu",
-        "device_scoring",
         "filters",
-        "least",
-        "memory",
-        "preferred",
         "prepared",
+        "resources",
         "restricted",
         "shared",
-        "state",
-        "tolerations",
+        "taint",
     )
 
     def __init__(
@@ -682,18 +425,13 @@ class _NodeLocal:
         device_scoring: Scoring | None,
         shared: dict[Hashable, Any],
     ) -> None:
-        self.filters, self.prepared, self.state, self.shared = filters, prepared, state, shared
+        self.filters, self.prepared, self.shared = filters, prepared, shared
         self.candidates = frozenset(prepared.candidates)
         self.restricted = prepared.node_restricted
-        self.cpu, self.memory = pod.nonzero
-        self.least = scoring is Scoring.LEAST_ALLOCATED
-        self.device_scoring = device_scoring
-        actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))
-        self.actual = None if actual == (0, 0) else actual  # None: BalancedAllocation skips the pod
-        view = pod.view
-        self.tolerations = prefer_no_schedule_tolerations(view.tolerations)
-        pref = view.preferred_node_affinity
-        self.preferred = preferred_terms(pref) if pref is not None else None
+        self.resources = node_resources_fit.PLUGIN.prefilter(pod, state, scoring, device_scoring)
+        self.balanced = balanced_allocation.PLUGIN.prescore(pod)
+        self.taint = taint_toleration.PLUGIN.prescore(pod)
+        self.affinity = node_affinity.PLUGIN.prescore(pod)
 
     def verdict(self, node: NodeInfo, usage: NodeUsage, filtered: NodeUsage | None = None) -> NodeVerdict:
         """``filtered``: the usage the filters see when it is not ``usage`` (nominated pods added)."""
@@ -710,20 +448,19 @@ class _NodeLocal:
         ext, problem = split
         if problem is not None:
             return NodeVerdict(problem=problem)
-        rejection = self.filters.fit(node, filtered or usage, ext.dra, ext.reasons)
+        rejection = self.resources.filter(node, filtered or usage, ext.dra, ext.reasons)
         if rejection is not None:
             return NodeVerdict(rejection)
-        fit = _fit_score(self.cpu, self.memory, node, usage, self.least)
-        if self.device_scoring is not None and (ext.dra_requests or ext.device_plugin):
-            fit = round(_with_devices(fit, self.state, node, usage, ext, self.device_scoring))
-        balanced = 0
-        if self.actual is not None:
-            used = (usage.requested.get("cpu", 0), usage.requested.get("memory", 0))
-            alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-            balanced = balanced_allocation_score(used, self.actual, alloc)
-        taint = intolerable_prefer_no_schedule(node.taints, self.tolerations) if node.taints else 0
-        affinity = node_affinity_score(self.preferred, node.raw) if self.preferred is not None else 0
-        return NodeVerdict(None, None, ext, fit, balanced, taint, affinity)
+        balanced, affinity = self.balanced, self.affinity
+        return NodeVerdict(
+            None,
+            None,
+            ext,
+            self.resources.score(node, usage, ext),
+            balanced(node, usage) if balanced is not None else 0,
+            self.taint(node, usage),
+            affinity(node, usage) if affinity is not None else 0,
+        )
 
 
 _NONE: frozenset[str] = frozenset()
@@ -810,35 +547,6 @@ def _fatal(err: AllocationFatalError) -> Unschedulable:
     return Unschedulable(str(err), unresolvable=True, fatal_kind=err.kind, until_inventory_changes=True)
 
 
-def _with_devices(
-    score: float, state: ClusterState, node: NodeInfo, usage: NodeUsage, ext: NodeRequests, scoring: Scoring
-) -> float:
-    """Adds the node's devices as a third resource next to cpu and memory. MostAllocated packs
-    devices (whole nodes stay free for large requests); LeastAllocated spreads them. DRA devices
-    are counted per pool of the node's own slices, whatever the class; device-plugin resources the
-    pod asks for by their allocatable, so that both kinds of node rank alike. A heuristic for
-    ranking, never for fit."""
-    used = total = wanted = 0
-    if ext.dra_requests:
-        wanted += ext.device_count
-        total, pools = state.inventory.node_local_devices(node.name)
-        in_pool = state.tracker.allocated_in_pool
-        for driver, pool in pools:
-            used += in_pool(driver, pool)
-    for name, count in ext.device_plugin.items():
-        wanted += count
-        total += node.allocatable.get(name, 0)
-        used += usage.requested.get(name, 0)
-    if total <= 0:
-        return score
-    if used + wanted > total:
-        devices = 0.0  # too few local devices left: rank it last, so the allocator tries it last
-    else:
-        frac = (used + wanted) / total
-        devices = frac if scoring is Scoring.MOST_ALLOCATED else 1 - frac
-    return (score * 2 + devices * 100) / 3
-
-
 def _mapping_problem(prepared: PodExtendedResources, ext: NodeRequests) -> str | None:
     """A mapping CR that serves one of the DRA-served names has a selector that does not compile."""
     for name in sorted(ext.dra):
@@ -849,64 +557,3 @@ def _mapping_problem(prepared: PodExtendedResources, ext: NodeRequests) -> str |
         if bad:
             return f"ExtendedResourceMapping {resolved.origin} for {name} has an invalid selector: {'; '.join(bad)}"
     return None
-
-
-def special_claim_options(
-    prepared: PodExtendedResources, node: NodeInfo, ext: NodeRequests, state: ClusterState
-) -> list[NodeRequests]:
-    """The special claim's request options on ``node`` (see _class_options), for DynamicResources.filter."""
-    return _class_options(prepared, _Candidate(node, 0, ext), state)
-
-
-def _class_options(prepared: PodExtendedResources, cand: _Candidate, state: ClusterState) -> list[NodeRequests]:
-    """The candidate's requests, then the same with later classes of multi-class mapping CRs;
-    options naming a DeviceClass that does not exist are skipped (unless all do: then the first
-    stays, and the allocator reports the missing class)."""
-    ext = cand.requests
-    choices = prepared.class_choices(ext.dra)
-    if len(choices) == 1:
-        return [ext]
-    unmapped = prepared.unmapped_on(cand.node.raw) if prepared.node_restricted else frozenset()
-    allocatable = (cand.node.raw.get("status") or {}).get("allocatable") or {}
-    options = [ext if not choice else prepared.for_allocatable(allocatable, unmapped, choice) for choice in choices]
-    usable = [
-        o for o in options if all(state.inventory.get_class(r.device_class_name) is not None for r in o.dra_requests)
-    ]
-    return usable or options[:1]
-
-
-def _devices_per_class(requests: Sequence[DeviceRequest]) -> dict[str, int]:
-    wanted: dict[str, int] = {}
-    for r in requests:
-        wanted[r.device_class_name] = wanted.get(r.device_class_name, 0) + r.count
-    return wanted
-
-
-_NODE_NAME = unresolvable("NodeName", "node(s) didn't match the requested node name")
-_UNSCHEDULABLE_NODE = unresolvable("NodeUnschedulable", "node(s) were unschedulable")
-_TAINTED = unresolvable("TaintToleration", "node(s) had untolerated taint(s)")  # 1.37's wording: no key
-_AFFINITY = unresolvable("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")
-_PORTS = unschedulable("NodePorts", "node(s) didn't have free ports for the requested pod ports")
-
-
-def cheap_filter(pod: PodInfo, view: PodView, node: NodeInfo, usage: NodeUsage) -> Status | None:
-    """kube-scheduler's cheap filters in its order, with their codes and words; None: all pass."""
-    if view.node_name and view.node_name != node.name:
-        return _NODE_NAME
-    if node.unschedulable and not view.tolerates_unschedulable:
-        return _UNSCHEDULABLE_NODE
-    if node.taints and view.untolerated(node.taints) is not None:
-        return _TAINTED
-    if not node_affinity_matches(view, node):
-        return _AFFINITY
-    if pod.host_ports and _ports_conflict(pod, usage):
-        return _PORTS
-    return None
-
-
-def _claim_for_allocation(pod: PodInfo, requests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The in-memory special claim the allocator sees (upstream's "<extended-resources>" template)."""
-    return {
-        "metadata": {"name": "<extended-resources>", "namespace": pod.namespace, "uid": f"assumed-{pod.uid}"},
-        "spec": {"devices": {"requests": list(requests)}},
-    }

@@ -52,16 +52,8 @@ from draxr.core.allocator import Features
 from draxr.core.allocator.allocated_devices import AllocatedState
 from draxr.core.budget import Budget
 from draxr.core.claims import assumed_claim_key, held_claim_key
-from draxr.core.placement import (
-    CANNOT_ALLOCATE,
-    DRA,
-    DynamicResources,
-    NodeFilter,
-    Unschedulable,
-    nominated_for,
-    prefilter,
-    special_claim_options,
-)
+from draxr.core.placement import NodeFilter, Unschedulable, nominated_for, prefilter
+from draxr.core.plugins.dynamic_resources import CANNOT_ALLOCATE, DRA, DynamicResources, special_claim_options
 from draxr.core.pod_claims import ClaimsCycle
 from draxr.core.requests import NodeRequests, prepare_pod
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo

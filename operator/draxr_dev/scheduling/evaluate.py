@@ -4,7 +4,7 @@ harness's result schema (tests/scheduler_harness): per node the first failing fi
 its reasons, and per score plugin the normalised score of every feasible node.
 
 The node filters are placement's own NodeFilter, the one schedule() runs, then DynamicResources'
-Filter (placement.DynamicResources: the allocated claims' node selectors, then the allocator with
+Filter (plugins.dynamic_resources.DynamicResources: the allocated claims' node selectors, then the allocator with
 the pod's unallocated claims and the node's special claim) on every node that passed them, as the
 harness runs it.
 """
@@ -17,15 +17,8 @@ from typing import Any
 
 from draxr.core.allocator import Features
 from draxr.core.cycle import score_nodes, weighted_totals
-from draxr.core.placement import (
-    CANNOT_ALLOCATE,
-    Decision,
-    DynamicResources,
-    NodeFilter,
-    prefilter,
-    schedule,
-    special_claim_options,
-)
+from draxr.core.placement import Decision, NodeFilter, prefilter, schedule
+from draxr.core.plugins.dynamic_resources import CANNOT_ALLOCATE, DynamicResources, special_claim_options
 from draxr.core.requests import prepare_pod
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo

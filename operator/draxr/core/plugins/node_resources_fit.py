@@ -1,0 +1,150 @@
+"""NodeResourcesFit: the Filter checks the pod's requests against the node's allocatable less what
+the pods placed there request; the Score is LeastAllocated or MostAllocated over cpu and memory
+(draxr's optional device scoring adds the node's devices as a third resource).
+
+KEP-5004: an extended resource a node does not advertise but a DeviceClass serves by DRA is not
+checked here (the allocator judges it); which names those are on a node is the pod's
+device-plugin/DRA split (requests.PodExtendedResources.for_allocatable), which placement computes
+before this Filter and hands it as ``dra_names`` and ``dra_reasons``."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Sequence
+from enum import StrEnum
+
+from draxr.core.requests import NodeRequests
+from draxr.core.scores import resource_fit_score
+from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
+from draxr.core.status import Status, rejected
+
+NAME = "NodeResourcesFit"
+_FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")  # in fitsRequest's order
+
+
+class Scoring(StrEnum):
+    LEAST_ALLOCATED = "LeastAllocated"
+    MOST_ALLOCATED = "MostAllocated"
+
+
+def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
+    """The pod's requests the Filter checks against allocatable, in its order (fitsRequest:
+    cpu, memory, ephemeral-storage, then the scalar resources; upstream walks those in map order,
+    here by name)."""
+    first = {name: i for i, name in enumerate(_FIT_CHECKED)}
+    return sorted(
+        ((n, want) for n, want in pod.units.items() if n in first or "/" in n or n.startswith("hugepages-")),
+        key=lambda item: (first.get(item[0], len(first)), item[0]),
+    )
+
+
+def fit_unresolvable(checked: list[tuple[str, int]], node: NodeInfo, dra_names: Collection[str]) -> bool:
+    """Whether the rejection is UnschedulableAndUnresolvable: some request exceeds the node's
+    allocatable itself (no pod leaving would help)."""
+    return any(want > node.allocatable.get(name, 0) for name, want in checked if name not in dra_names)
+
+
+def insufficient(
+    checked: list[tuple[str, int]], node: NodeInfo, usage: NodeUsage, dra_names: Collection[str]
+) -> list[str]:
+    reasons: list[str] = []
+    if usage.pods >= node.allocatable.get("pods", 0):
+        reasons.append("Too many pods")
+    for name, want in checked:
+        # DRA-served names are checked by the allocator, not against allocatable.
+        if want > node.allocatable.get(name, 0) - usage.requested.get(name, 0) and name not in dra_names:
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+class Fit:
+    """The Filter and Score for one pod."""
+
+    __slots__ = ("checked", "cpu", "device_scoring", "least", "memory", "state")
+
+    def __init__(
+        self, pod: PodInfo, state: ClusterState | None, scoring: Scoring, device_scoring: Scoring | None
+    ) -> None:
+        self.checked = fit_checked(pod)
+        self.cpu, self.memory = pod.nonzero
+        self.least = scoring is Scoring.LEAST_ALLOCATED
+        self.state, self.device_scoring = state, device_scoring
+
+    def filter(
+        self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
+    ) -> Status | None:
+        """``dra_names``: the requested names DRA serves on this node (the allocator checks them);
+        ``dra_reasons``: why the split itself rejects the node (an unserved extended resource)."""
+        fit = insufficient(self.checked, node, usage, dra_names)
+        if fit or dra_reasons:
+            hopeless = fit_unresolvable(self.checked, node, dra_names)
+            return rejected(NAME, tuple(dict.fromkeys([*fit, *dra_reasons])), hopeless)
+        return None
+
+    def score(self, node: NodeInfo, usage: NodeUsage, ext: NodeRequests) -> int:
+        """The raw score (not normalised: upstream's is 0..100 already). ``usage`` without the
+        nominated pods: upstream counts them in the filters only."""
+        requested = (usage.nonzero_milli_cpu + self.cpu, usage.nonzero_memory + self.memory)
+        alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
+        fit = resource_fit_score(requested, alloc, most=not self.least)
+        if self.device_scoring is not None and self.state is not None and (ext.dra_requests or ext.device_plugin):
+            fit = round(_with_devices(fit, self.state, node, usage, ext, self.device_scoring))
+        return fit
+
+
+class NodeResourcesFit:
+    name = NAME
+
+    def key(self, pod: PodInfo) -> Hashable:
+        """The requests, and what the device-plugin/DRA split reads (the extended resources per
+        container, with the requests' names)."""
+        view = pod.view
+        return (
+            tuple(sorted(pod.units.items())),
+            pod.nonzero,
+            tuple(sorted(view.extended.items())),
+            tuple(
+                (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
+                for c in view.containers
+            ),
+        )
+
+    def prefilter(
+        self,
+        pod: PodInfo,
+        state: ClusterState | None = None,
+        scoring: Scoring = Scoring.LEAST_ALLOCATED,
+        device_scoring: Scoring | None = None,
+    ) -> Fit:
+        return Fit(pod, state, scoring, device_scoring)
+
+
+PLUGIN = NodeResourcesFit()
+
+
+def _with_devices(
+    score: float, state: ClusterState, node: NodeInfo, usage: NodeUsage, ext: NodeRequests, scoring: Scoring
+) -> float:
+    """Adds the node's devices as a third resource next to cpu and memory. MostAllocated packs
+    devices (whole nodes stay free for large requests); LeastAllocated spreads them. DRA devices
+    are counted per pool of the node's own slices, whatever the class; device-plugin resources the
+    pod asks for by their allocatable, so that both kinds of node rank alike. A heuristic for
+    ranking, never for fit."""
+    used = total = wanted = 0
+    if ext.dra_requests:
+        wanted += ext.device_count
+        total, pools = state.inventory.node_local_devices(node.name)
+        in_pool = state.tracker.allocated_in_pool
+        for driver, pool in pools:
+            used += in_pool(driver, pool)
+    for name, count in ext.device_plugin.items():
+        wanted += count
+        total += node.allocatable.get(name, 0)
+        used += usage.requested.get(name, 0)
+    if total <= 0:
+        return score
+    if used + wanted > total:
+        devices = 0.0  # too few local devices left: rank it last, so the allocator tries it last
+    else:
+        frac = (used + wanted) / total
+        devices = frac if scoring is Scoring.MOST_ALLOCATED else 1 - frac
+    return (score * 2 + devices * 100) / 3
