@@ -192,3 +192,12 @@ async def retry_conflicts(
                 raise
         current = await refresh()
     raise TooManyConflicts(f"{what} kept changing; giving up for now")
+
+
+async def hand_back() -> None:
+    """Let every task that is waiting run before the caller goes on. One ``sleep(0)`` is not
+    enough: a task woken by a timer or a socket runs two loop iterations after the wake-up (the
+    timer's or the transport's callback first, then the task's step), and the caller, queued
+    first, would take a whole turn in between; three iterations put it behind them."""
+    for _ in range(3):
+        await asyncio.sleep(0)

@@ -22,7 +22,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
 from draxr.kube import Kube
-from draxr.loops import GuardedLoop, classify
+from draxr.loops import GuardedLoop, classify, hand_back
 from draxr.preemptor import Preemptor
 from draxr.queue import SchedulingQueue
 from draxr.releaser import Releaser
@@ -231,7 +231,7 @@ class Scheduler:
         """Hand the event loop back once this turn has held it ``scheduler_turn_seconds``."""
         if time.monotonic() - self._turn >= self.settings.scheduler_turn_seconds:
             metrics.SCHEDULER_YIELDS.inc()
-            await asyncio.sleep(0)
+            await hand_back()
             self._turn = time.monotonic()
 
     def _inventory_stamp(self) -> object:

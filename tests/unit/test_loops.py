@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import pytest
@@ -10,7 +11,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draxr import metrics
 from draxr.kube import server_wait
-from draxr.loops import Backoff, GuardedLoop, Kind, LoopFailed, TooManyConflicts, classify, retry_after, retry_conflicts
+from draxr.loops import (
+    Backoff,
+    GuardedLoop,
+    Kind,
+    LoopFailed,
+    TooManyConflicts,
+    classify,
+    hand_back,
+    retry_after,
+    retry_conflicts,
+)
 
 STOP = "the test stops the loop"  # the only way out of these loops: proves the loop let it through
 
@@ -205,3 +216,21 @@ async def test_retry_conflicts_gives_up_passes_other_errors_and_stops_when_gone(
 
     with pytest.raises(TooManyConflicts, match="x kept changing"):
         await retry_conflicts("v", unprocessable, same, what="x", codes=frozenset({409, 422}))
+
+
+async def test_hand_back_lets_a_task_woken_meanwhile_run_before_the_caller_goes_on() -> None:
+    """The scheduling loop's turn: a task whose timer came due while the loop was busy (a watch,
+    the lease renewal, a probe) runs before the next turn, not after it."""
+    order: list[str] = []
+
+    async def woken() -> None:
+        await asyncio.sleep(0.001)
+        order.append("woken")
+
+    task = asyncio.create_task(woken())
+    await asyncio.sleep(0)  # its timer armed
+    time.sleep(0.005)  # noqa: ASYNC251 (a busy turn: the timer comes due meanwhile)
+    await hand_back()
+    order.append("caller")
+    await task
+    assert order == ["woken", "caller"]

@@ -860,3 +860,30 @@ def test_device_scoring_ranks_device_plugin_nodes_like_dra_nodes() -> None:
 
     assert busy(dp_used=0, dra_used=4) == "dra"
     assert busy(dp_used=4, dra_used=0) == "dp"
+
+
+def test_a_quick_no_fit_is_kept_only_while_the_node_is_untouched() -> None:
+    """DynamicResources keeps the quick count's "too few free devices" per node stamp: an
+    allocation leaving the node's pool touches the node, and the node fits again."""
+    s = cluster({"n1": 2, "n2": 2})
+    s.upsert_claim(plain_claim("a", alloc=allocation("n1", "gpu-0", "gpu-1")))
+    s.upsert_claim(plain_claim("b", alloc=allocation("n2", "gpu-0", "gpu-1")))
+    first = rejected(run(s, pod("first", gpus=1)))
+    kept = s.no_fit_now()
+    assert kept is not None
+    assert len(kept) == 2  # one per node
+    assert first.statuses["n1"].plugin == "DynamicResources"
+    assert rejected(run(s, pod("again", gpus=1))).message == first.message  # from the kept ones
+    s.remove_claim("ns", "a")
+    assert decided(run(s, pod("after", gpus=1))).node == "n1"
+
+
+def test_quick_no_fits_are_not_kept_where_a_node_sees_shared_slices() -> None:
+    s = cluster({"n1": 2})
+    shared = gpu_slice("n1", 1, first=5)
+    shared["metadata"]["name"] = "network-attached"
+    shared["spec"]["pool"]["name"] = "network"
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    s.upsert_slice(shared)
+    assert s.no_fit_now() is None

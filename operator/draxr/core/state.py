@@ -526,6 +526,7 @@ class ClusterState:
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
+        self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
         # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
         # nodes alone (spreading's topology domains) are valid while it stays.
@@ -1035,9 +1036,20 @@ class ClusterState:
     def static_no_fit(self) -> dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str]:
         stamp = (self.inventory.revision, self.inventory.class_revision)
         if stamp != self._static_no_fit_stamp:
-            self._static_no_fit = {}
+            self._static_no_fit, self._no_fit_now = {}, {}
             self._static_no_fit_stamp = stamp
         return self._static_no_fit
+
+    def no_fit_now(self) -> dict[tuple[int, frozenset[tuple[str, int]]], str] | None:
+        """The quick count's rejections that hold only while the node is untouched, by (the node's
+        stamp, the devices wanted per class); None when a node may see pools whose allocations do
+        not touch its stamp (slices without nodeName). Cleared with static_no_fit; bounded."""
+        if self.inventory.has_shared_slices:
+            return None
+        self.static_no_fit()
+        if len(self._no_fit_now) > 4 * len(self.nodes) + 4096:
+            self._no_fit_now = {}
+        return self._no_fit_now
 
     # ---- allocations in flight -------------------------------------------------------------------
     def assume_allocation(self, key: str, allocation: Mapping[str, Any]) -> None:

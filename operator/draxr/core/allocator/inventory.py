@@ -150,6 +150,12 @@ class Inventory:
         self._local_devices[node_name] = (rev, total, pools)
         return total, pools
 
+    @property
+    def has_shared_slices(self) -> bool:
+        """Some slice has no nodeName (network-attached or all-nodes pools): a node may then see
+        pools whose allocations do not change its stamp (ClusterState.node_stamps)."""
+        return bool(self._shared_index)
+
     def nodes_of_pool(self, driver: str, pool: str) -> Iterable[str]:
         """The nodes with a slice (nodeName set) of this pool."""
         return tuple(self._pool_nodes.get((driver, pool)) or ())

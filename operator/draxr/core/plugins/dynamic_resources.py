@@ -96,17 +96,21 @@ class DynamicResources:
     serves some of the pod's extended resources by DRA). Claims allocated already are only
     reserved. The allocator is built once (one snapshot of the allocated devices per cycle)."""
 
-    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "pod", "state")
+    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "no_fit_now", "pod", "state")
 
     def __init__(self, pod: PodInfo, state: ClusterState, features: Features, ccycle: ClaimsCycle | None) -> None:
         self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
         self._allocator: Allocator | None = None
         self._allocated: AllocatedState | None = None
         self.memo = state.static_no_fit()
+        # The rejections kept per node stamp hold for the state's allocations as they are, so not
+        # for a pod whose held devices are its own to take, nor for a dry run's (use_allocated).
+        self.no_fit_now = None if state.tracker.is_assumed(held_claim_key(pod.uid)) else state.no_fit_now()
 
     def use_allocated(self, allocated: AllocatedState) -> None:
         """Allocate against ``allocated`` instead of the state's (preemption's dry run)."""
         self._allocated, self._allocator = allocated, None
+        self.no_fit_now = None
 
     @property
     def allocator(self) -> Allocator:
@@ -144,15 +148,23 @@ class DynamicResources:
             if not user:
                 # Only the special claim: the cheap per-class count first (never rejects a node
                 # the allocator would accept).
-                wanted = _devices_per_class(option.dra_requests)
-                memo_key = (node.name, node.labels_key, frozenset(wanted.items()))
+                wanted = frozenset(_devices_per_class(option.dra_requests).items())
+                memo_key = (node.name, node.labels_key, wanted)
                 quick = self.memo.get(memo_key)
+                now = self.no_fit_now
+                stamp = self.state.node_stamps.get(node.name) if now is not None else None
+                if quick is None and stamp is not None:
+                    assert now is not None
+                    quick = now.get((stamp, wanted))
                 if quick is None:
-                    found = self.allocator.cannot_fit(node.raw, wanted)
+                    found = self.allocator.cannot_fit(node.raw, dict(wanted))
                     if found is not None:
                         quick = found[0]
                         if found[1]:
                             self.memo[memo_key] = quick
+                        elif stamp is not None:
+                            assert now is not None
+                            now[(stamp, wanted)] = quick
                 if quick is not None:
                     reason, detail = CANNOT_ALLOCATE, quick
                     continue
