@@ -1,0 +1,343 @@
+"""Device plugin → DRA on a live node, pure: which devices running device-plugin pods hold, as DRA
+sees them, and the ResourceClaims that tell every DRA-aware scheduler those devices are taken.
+
+kubelet keeps reporting the device IDs it gave running pods (pod-resources ``List``) after the
+device plugin stops; the node agent publishes them per node (a DevicePluginRecord, see
+crds/devicepluginrecords.draxr.io.yaml). An **identity** per extended resource names the DRA
+device attribute whose value is the plugin's device ID (NVIDIA: ``uuid``; time-sliced replicas
+``<uuid>::<n>`` are the base UUID). For each running pod whose IDs all match exactly one device of
+the resource's DeviceClass on its node, one **adoption claim**: a ResourceClaim in the pod's
+namespace, owned by the pod (deleted with it), allocated with exactly those devices and reserved
+for the node's record (a non-pod consumer: kube-controller-manager leaves it allocated, and
+kube-scheduler and draxr count its devices as taken). An ID that matches no device, or more than
+one, is reported (``Unmatched``), never guessed; the pod's claim then waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from draxr.core.allocator.model import DeviceId, DeviceInfo
+
+GROUP = "draxr.io"
+RECORD_PLURAL = "devicepluginrecords"
+ADOPTION_LABEL = "draxr.io/adoption"  # value: "device-plugin"; what draxr's own claims are told by
+ADOPTION_VALUE = "device-plugin"
+NODE_ANNOTATION = "draxr.io/adopted-on-node"
+RESOURCES_ANNOTATION = "draxr.io/adopted-resources"  # the resource of each request, in order
+ID_ATTRIBUTE_ANNOTATION = "draxr.io/device-plugin-id-attribute"  # on a DeviceClass
+STALE_AFTER_REFRESHES = 3  # a record not refreshed for this many of its periods is unknown
+MAX_NAME = 253
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How a device plugin's IDs name DRA devices: ``attribute`` (qualified ``domain/name``, or a
+    bare name in the device's driver domain) holds the ID; ``replica_separator`` ends the base ID
+    of a shared replica ("" when the plugin has none)."""
+
+    attribute: str
+    replica_separator: str = "::"
+
+    def base_id(self, device_id: str) -> str:
+        sep = self.replica_separator
+        return device_id.split(sep, 1)[0] if sep and sep in device_id else device_id
+
+    def value_of(self, device: DeviceInfo) -> str | None:
+        """The attribute's string value on ``device``, None when it has none."""
+        domain, _, name = self.attribute.rpartition("/")
+        attrs = device.attributes
+        found = None
+        if not domain:
+            found = attrs.get(name) or attrs.get(f"{device.driver}/{name}")
+        elif domain == device.driver:
+            found = attrs.get(name) or attrs.get(self.attribute)
+        else:
+            found = attrs.get(self.attribute)
+        if not isinstance(found, Mapping):
+            return None
+        value = found.get("string")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one container of a pod holds of one device-plugin resource."""
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    node: str
+    uid: str
+    observed: float  # epoch seconds of the agent's last read of kubelet
+    refresh_seconds: float
+    held: tuple[Held, ...]
+
+    def stale(self, now: float) -> bool:
+        return now - self.observed > STALE_AFTER_REFRESHES * self.refresh_seconds
+
+    def pods(self) -> dict[tuple[str, str], list[Held]]:
+        out: dict[tuple[str, str], list[Held]] = {}
+        for h in self.held:
+            out.setdefault((h.namespace, h.pod), []).append(h)
+        return out
+
+
+def _epoch(value: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def parse_record(obj: Mapping[str, Any]) -> NodeRecord | str:
+    """The record, or why it cannot be read (then the node is as unknown as without one)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    node = str(meta.get("name") or "")
+    if spec.get("nodeName") != node:
+        return f"spec.nodeName {spec.get('nodeName')!r} is not the record's name {node!r}"
+    observed = _epoch(spec.get("observedTime"))
+    if observed is None:
+        return f"spec.observedTime {spec.get('observedTime')!r} is not a time"
+    refresh = spec.get("refreshSeconds")
+    if not isinstance(refresh, int | float) or isinstance(refresh, bool) or refresh <= 0:
+        return f"spec.refreshSeconds {refresh!r} is not a positive number"
+    held: list[Held] = []
+    for p in spec.get("pods") or ():
+        for c in p.get("containers") or ():
+            for d in c.get("devices") or ():
+                ids = tuple(str(i) for i in d.get("deviceIDs") or ())
+                if ids:
+                    held.append(
+                        Held(
+                            str(p.get("namespace") or ""),
+                            str(p.get("name") or ""),
+                            str(c.get("name") or ""),
+                            str(d.get("resourceName") or ""),
+                            ids,
+                        )
+                    )
+    return NodeRecord(node, str(meta.get("uid") or ""), observed, float(refresh), tuple(held))
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    node: str
+    resource: str
+    device_id: str
+    reason: str  # "matches no device of class X" / "matches N devices: a, b"
+
+
+def match(
+    ids: Iterable[str], identity: Identity, devices: Sequence[DeviceInfo], resource: str, node: str, class_name: str
+) -> tuple[list[DeviceId], list[Unmatched]]:
+    """Each ID's device among ``devices`` (the node's devices of the resource's class): exactly
+    one, or an Unmatched. Replicas of one base ID name one device once."""
+    by_value: dict[str, list[DeviceId]] = {}
+    for d in devices:
+        value = identity.value_of(d)
+        if value is not None:
+            by_value.setdefault(value, []).append(d.id)
+    found: list[DeviceId] = []
+    unmatched: list[Unmatched] = []
+    for raw_id in dict.fromkeys(identity.base_id(i) for i in ids):
+        hits = by_value.get(raw_id, [])
+        if len(hits) == 1:
+            found.append(hits[0])
+        elif not hits:
+            unmatched.append(Unmatched(node, resource, raw_id, f"matches no device of DeviceClass {class_name}"))
+        else:
+            names = ", ".join("/".join(h) for h in hits)
+            unmatched.append(Unmatched(node, resource, raw_id, f"matches {len(hits)} devices: {names}"))
+    return found, unmatched
+
+
+@dataclass(frozen=True)
+class AdoptionClaim:
+    """One running pod's device-plugin devices as a ResourceClaim (one request per resource)."""
+
+    namespace: str
+    pod: str
+    pod_uid: str
+    node: str
+    requests: tuple[tuple[str, str, tuple[DeviceId, ...]], ...]  # (resource, class, devices), by resource
+    record: str = field(default="", compare=False)  # the record's uid (reservedFor)
+
+    @property
+    def name(self) -> str:
+        digest = hashlib.sha256(f"{self.pod_uid}".encode()).hexdigest()[:8]
+        return f"{self.pod[: MAX_NAME - 24]}-dp-adopted-{digest}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def devices(self) -> tuple[DeviceId, ...]:
+        return tuple(d for _, _, devs in self.requests for d in devs)
+
+    def body(self) -> dict[str, Any]:
+        """The claim to create: its spec asks for what it will be allocated, one ExactCount request
+        per resource (the allocation's results name these requests)."""
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {ADOPTION_LABEL: ADOPTION_VALUE},
+                "annotations": {
+                    NODE_ANNOTATION: self.node,
+                    RESOURCES_ANNOTATION: ",".join(r for r, _, _ in self.requests),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": self.pod,
+                        "uid": self.pod_uid,
+                        "blockOwnerDeletion": False,
+                    }
+                ],
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": f"dp-{i}",
+                            "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": len(devs)},
+                        }
+                        for i, (_, cls, devs) in enumerate(self.requests)
+                    ]
+                }
+            },
+        }
+
+    def status(self) -> dict[str, Any]:
+        """The status to write: the devices, the node's selector, reserved for the node's record."""
+        results = [
+            {"request": f"dp-{i}", "driver": d[0], "pool": d[1], "device": d[2]}
+            for i, (_, _, devs) in enumerate(self.requests)
+            for d in devs
+        ]
+        return {
+            "allocation": {
+                "devices": {"results": results},
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [self.node]}]}
+                    ]
+                },
+            },
+            "reservedFor": [{"apiGroup": GROUP, "resource": RECORD_PLURAL, "name": self.node, "uid": self.record}],
+        }
+
+
+def is_adoption_claim(claim: Mapping[str, Any]) -> bool:
+    labels = (claim.get("metadata") or {}).get("labels") or {}
+    return labels.get(ADOPTION_LABEL) == ADOPTION_VALUE
+
+
+def adoption_claim_from_api(claim: Mapping[str, Any]) -> AdoptionClaim | None:
+    """An adoption claim as written (None for any other claim, or one not allocated yet: a create
+    whose status write did not happen, which the plan then replaces)."""
+    if not is_adoption_claim(claim):
+        return None
+    meta, spec, status = claim.get("metadata") or {}, claim.get("spec") or {}, claim.get("status") or {}
+    owners = [o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"]
+    resources = str((meta.get("annotations") or {}).get(RESOURCES_ANNOTATION) or "").split(",")
+    requests = (spec.get("devices") or {}).get("requests") or []
+    allocation = status.get("allocation")
+    if len(owners) != 1 or allocation is None or len(resources) != len(requests):
+        return None
+    results = (allocation.get("devices") or {}).get("results") or []
+    out: list[tuple[str, str, tuple[DeviceId, ...]]] = []
+    for resource, r in zip(resources, requests, strict=True):
+        devs = sorted(
+            (str(x["driver"]), str(x["pool"]), str(x["device"])) for x in results if x.get("request") == r.get("name")
+        )
+        out.append((resource, str((r.get("exactly") or {}).get("deviceClassName") or ""), tuple(devs)))
+    node = str((meta.get("annotations") or {}).get(NODE_ANNOTATION) or "")
+    return AdoptionClaim(
+        str(meta.get("namespace") or ""),
+        str(owners[0].get("name") or ""),
+        str(owners[0].get("uid") or ""),
+        node,
+        tuple(out),
+    )
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """What the plan needs of a pod the record names (from the leader's informer)."""
+
+    uid: str
+    node: str
+    running: bool  # not finished, not being deleted
+
+
+@dataclass
+class Plan:
+    create: list[AdoptionClaim] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)  # claim keys
+    unmatched: list[Unmatched] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # pods not adopted yet (ns/name: why)
+
+
+def plan(
+    record: NodeRecord,
+    pods: Mapping[tuple[str, str], PodRef],
+    identities: Mapping[str, tuple[Identity, str]],
+    devices_of_class: Mapping[str, Sequence[DeviceInfo]],
+    existing: Mapping[str, AdoptionClaim | None],
+) -> Plan:
+    """What to write for one node with a fresh record. ``identities``: resource -> (identity, the
+    DeviceClass that serves it by DRA); resources without one are the device plugin's alone.
+    ``devices_of_class``: the node's devices per class. ``existing``: the node's adoption claims
+    by key, None for one that cannot be read (never allocated: a create whose status write failed).
+    A claim whose pod is gone, ended, or no longer in the record goes; a claim that differs from
+    what the record says now, or cannot be read, is replaced (deleted, then created on the next
+    pass)."""
+    out = Plan()
+    wanted: dict[str, AdoptionClaim] = {}
+    for (ns, pod_name), held in sorted(record.pods().items()):
+        ref = pods.get((ns, pod_name))
+        if ref is None or not ref.running or ref.node != record.node:
+            continue  # ended (kubelet drops it from List soon) or not this node's
+        per_resource: dict[str, list[str]] = {}
+        for h in held:
+            if h.resource in identities:
+                per_resource.setdefault(h.resource, []).extend(h.device_ids)
+        if not per_resource:
+            continue
+        requests: list[tuple[str, str, tuple[DeviceId, ...]]] = []
+        bad = False
+        for resource, ids in sorted(per_resource.items()):
+            identity, class_name = identities[resource]
+            found, unmatched = match(
+                ids, identity, devices_of_class.get(class_name, ()), resource, record.node, class_name
+            )
+            if unmatched:
+                out.unmatched.extend(unmatched)
+                bad = True
+            requests.append((resource, class_name, tuple(sorted(found))))
+        if bad:
+            out.waiting.append(f"{ns}/{pod_name}: device IDs without exactly one DRA device")
+            continue
+        claim = AdoptionClaim(ns, pod_name, ref.uid, record.node, tuple(requests), record.uid)
+        wanted[claim.key] = claim
+    for key, written in existing.items():
+        if written is None or wanted.get(key) != written:
+            out.delete.append(key)
+    out.create = [claim for key, claim in wanted.items() if key not in existing]
+    return out

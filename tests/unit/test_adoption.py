@@ -1,0 +1,174 @@
+"""draxr.core.adoption: device-plugin IDs to DRA devices, the node records, and the adoption claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from draxr.core.adoption import (
+    AdoptionClaim,
+    Identity,
+    PodRef,
+    adoption_claim_from_api,
+    is_adoption_claim,
+    match,
+    parse_record,
+    plan,
+)
+from draxr.core.allocator.model import DeviceInfo, parse_slice
+from draxr_dev.devcluster import fakedriver
+
+DRIVER = fakedriver.DRIVER
+GPU = "example.com/gpu"
+CLASS = "gpu.example.com"
+UUID = Identity("uuid")
+
+
+def devices(node: str, uuids: list[str]) -> list[DeviceInfo]:
+    raw = fakedriver.resource_slice(node, [fakedriver.device(f"gpu-{i}", uid=u) for i, u in enumerate(uuids)])
+    return list(parse_slice(raw).devices)
+
+
+def record(node: str = "n1", pods: list[tuple[str, str, list[str]]] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "nodeName": node,
+        "observedTime": "2026-12-05T07:00:00Z",
+        "refreshSeconds": 30,
+        "pods": [
+            {
+                "namespace": ns,
+                "name": name,
+                "containers": [{"name": "c", "devices": [{"resourceName": GPU, "deviceIDs": ids}]}],
+            }
+            for ns, name, ids in pods or []
+        ],
+    }
+    body.update(spec)
+    return {"metadata": {"name": node, "uid": f"rec-{node}"}, "spec": body}
+
+
+# ---- identity --------------------------------------------------------------------------------
+
+
+def test_identity_reads_bare_and_qualified_attributes() -> None:
+    [d] = devices("n1", ["GPU-1"])
+    assert Identity("uuid").value_of(d) == "GPU-1"
+    assert Identity(f"{DRIVER}/uuid").value_of(d) == "GPU-1"  # the driver's own domain
+    assert Identity("other.example.com/uuid").value_of(d) is None
+    assert Identity("model").value_of(d) == "fake-a100"
+    assert Identity("numa").value_of(d) is None  # not a string
+
+
+def test_replicas_name_their_base_device() -> None:
+    assert UUID.base_id("GPU-1::3") == "GPU-1"
+    assert Identity("uuid", replica_separator="").base_id("GPU-1::3") == "GPU-1::3"
+
+
+def test_match_takes_exactly_one_device_and_reports_the_rest() -> None:
+    devs = devices("n1", ["GPU-1", "GPU-2", "GPU-2"])
+    found, unmatched = match(["GPU-1::0", "GPU-1::1", "GPU-2", "GPU-9"], UUID, devs, GPU, "n1", CLASS)
+    assert found == [(DRIVER, "n1", "gpu-0")]  # two replicas of GPU-1: its one device, once
+    assert [(u.device_id, u.reason) for u in unmatched] == [
+        ("GPU-2", f"matches 2 devices: {DRIVER}/n1/gpu-1, {DRIVER}/n1/gpu-2"),
+        ("GPU-9", f"matches no device of DeviceClass {CLASS}"),
+    ]
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+
+def test_record_is_read_and_goes_stale_after_three_refreshes() -> None:
+    r = parse_record(record(pods=[("ns", "p", ["GPU-1"])]))
+    assert not isinstance(r, str)
+    assert [(h.namespace, h.pod, h.resource, h.device_ids) for h in r.held] == [("ns", "p", GPU, ("GPU-1",))]
+    assert not r.stale(r.observed + 90)
+    assert r.stale(r.observed + 91)
+
+
+def test_unreadable_records_say_why() -> None:
+    assert "is not the record's name" in str(parse_record(record(nodeName="n2")))
+    assert "is not a time" in str(parse_record(record(observedTime="yesterday")))
+    assert "not a positive number" in str(parse_record(record(refreshSeconds=0)))
+
+
+# ---- the plan --------------------------------------------------------------------------------
+
+RUNNING = PodRef("uid-p", "n1", True)
+IDS = {GPU: (UUID, CLASS)}
+
+
+def _plan(
+    rec: dict[str, Any], pods: dict[tuple[str, str], PodRef], existing: dict[str, AdoptionClaim | None] | None = None
+):  # type: ignore[no-untyped-def]
+    parsed = parse_record(rec)
+    assert not isinstance(parsed, str)
+    return plan(parsed, pods, IDS, {CLASS: devices("n1", ["GPU-1", "GPU-2"])}, existing or {})
+
+
+def test_a_running_pod_gets_one_claim_with_exactly_its_devices() -> None:
+    p = _plan(record(pods=[("ns", "p", ["GPU-2"])]), {("ns", "p"): RUNNING})
+    [claim] = p.create
+    assert (claim.namespace, claim.pod, claim.pod_uid, claim.node) == ("ns", "p", "uid-p", "n1")
+    assert claim.devices == ((DRIVER, "n1", "gpu-1"),)
+    body, status = claim.body(), claim.status()
+    assert body["spec"]["devices"]["requests"] == [
+        {"name": "dp-0", "exactly": {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}
+    ]
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-p"
+    assert status["reservedFor"] == [
+        {"apiGroup": "draxr.io", "resource": "devicepluginrecords", "name": "n1", "uid": "rec-n1"}
+    ]
+    assert status["allocation"]["devices"]["results"] == [
+        {"request": "dp-0", "driver": DRIVER, "pool": "n1", "device": "gpu-1"}
+    ]
+    assert p.delete == p.unmatched == p.waiting == []
+
+
+def test_ended_foreign_and_unknown_pods_get_nothing() -> None:
+    rec = record(pods=[("ns", "done", ["GPU-1"]), ("ns", "elsewhere", ["GPU-1"]), ("ns", "unknown", ["GPU-1"])])
+    pods = {("ns", "done"): PodRef("u1", "n1", False), ("ns", "elsewhere"): PodRef("u2", "n2", True)}
+    assert _plan(rec, pods).create == []
+
+
+def test_an_unmatched_id_holds_the_pods_claim_back() -> None:
+    p = _plan(record(pods=[("ns", "p", ["GPU-1", "GPU-7"])]), {("ns", "p"): RUNNING})
+    assert p.create == []
+    assert [u.device_id for u in p.unmatched] == ["GPU-7"]
+    assert p.waiting == ["ns/p: device IDs without exactly one DRA device"]
+
+
+def test_resources_without_identity_are_the_device_plugins_alone() -> None:
+    rec = record(pods=[("ns", "p", ["GPU-1"])])
+    rec["spec"]["pods"][0]["containers"][0]["devices"][0]["resourceName"] = "example.com/nic"
+    assert _plan(rec, {("ns", "p"): RUNNING}).create == []
+
+
+def test_claims_of_pods_gone_changed_or_unreadable_are_deleted() -> None:
+    kept = _plan(record(pods=[("ns", "p", ["GPU-1"])]), {("ns", "p"): RUNNING}).create[0]
+    changed = _plan(record(pods=[("ns", "q", ["GPU-1"])]), {("ns", "q"): PodRef("uid-q", "n1", True)}).create[0]
+    rec = record(pods=[("ns", "p", ["GPU-1"]), ("ns", "q", ["GPU-2"])])
+    pods = {("ns", "p"): RUNNING, ("ns", "q"): PodRef("uid-q", "n1", True)}
+    gone = _plan(record(pods=[("ns", "r", ["GPU-2"])]), {("ns", "r"): PodRef("uid-r", "n1", True)}).create[0]
+    p = _plan(rec, pods, {kept.key: kept, changed.key: changed, gone.key: gone, "ns/broken": None})
+    assert sorted(p.delete) == sorted([changed.key, gone.key, "ns/broken"])
+    assert p.create == []  # q's new claim comes once its old one is gone (same name)
+
+
+@given(
+    st.lists(st.sampled_from(["GPU-1", "GPU-2", "GPU-3"]), min_size=1, max_size=3, unique=True),
+    st.text("abc-", min_size=1, max_size=300),
+)
+def test_a_written_claim_reads_back_as_the_same_claim(ids: list[str], pod: str) -> None:
+    rec = record(pods=[("ns", pod, ids)])
+    parsed = parse_record(rec)
+    assert not isinstance(parsed, str)
+    [claim] = plan(
+        parsed, {("ns", pod): PodRef("uid-x", "n1", True)}, IDS, {CLASS: devices("n1", ["GPU-1", "GPU-2", "GPU-3"])}, {}
+    ).create
+    written = {**claim.body(), "status": claim.status()}
+    assert is_adoption_claim(written)
+    assert len(claim.name) <= 253
+    assert adoption_claim_from_api(written) == claim
+    assert adoption_claim_from_api({**claim.body()}) is None  # not allocated yet
