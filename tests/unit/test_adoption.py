@@ -8,16 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from draxr.core.adoption import (
+    ID_ATTRIBUTE_ANNOTATION,
+    REPLICA_SEPARATOR_ANNOTATION,
     AdoptionClaim,
     Identity,
     PodRef,
     adoption_claim_from_api,
+    class_identity,
+    identities,
     is_adoption_claim,
     match,
     parse_record,
     plan,
 )
 from draxr.core.allocator.model import DeviceInfo, parse_slice
+from draxr.core.mapping import build_mapping
 from draxr_dev.devcluster import fakedriver
 
 DRIVER = fakedriver.DRIVER
@@ -172,3 +177,15 @@ def test_a_written_claim_reads_back_as_the_same_claim(ids: list[str], pod: str) 
     assert len(claim.name) <= 253
     assert adoption_claim_from_api(written) == claim
     assert adoption_claim_from_api({**claim.body()}) is None  # not allocated yet
+
+
+def test_identities_come_from_the_classes_that_serve_each_name() -> None:
+    plain = fakedriver.device_class("plain.example.com", extended_resource_name="example.com/plain")
+    nvidia = fakedriver.device_class(CLASS, extended_resource_name=GPU)
+    nvidia["metadata"]["annotations"] = {ID_ATTRIBUTE_ANNOTATION: "uuid", REPLICA_SEPARATOR_ANNOTATION: ""}
+    classes = {c["metadata"]["name"]: c for c in (plain, nvidia)}
+    found = identities(build_mapping(classes.values()), classes)
+    assert found[GPU] == (Identity("uuid", ""), CLASS)
+    assert found[f"deviceclass.resource.kubernetes.io/{CLASS}"] == (Identity("uuid", ""), CLASS)  # the implicit name
+    assert "example.com/plain" not in found
+    assert class_identity(plain) is None

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from draxr.core.allocator.model import DeviceId, DeviceInfo
+from draxr.core.mapping import ExtendedResourceMapping
 
 GROUP = "draxr.io"
 RECORD_PLURAL = "devicepluginrecords"
@@ -29,7 +30,11 @@ ADOPTION_LABEL = "draxr.io/adoption"  # value: "device-plugin"; what draxr's own
 ADOPTION_VALUE = "device-plugin"
 NODE_ANNOTATION = "draxr.io/adopted-on-node"
 RESOURCES_ANNOTATION = "draxr.io/adopted-resources"  # the resource of each request, in order
-ID_ATTRIBUTE_ANNOTATION = "draxr.io/device-plugin-id-attribute"  # on a DeviceClass
+# On a DeviceClass: the device attribute that holds the device plugin's ID of each device, and
+# what ends the base ID of a shared replica (default "::"; "" for none). Set on the class, since
+# which attribute names a device is the driver's business, whatever maps the name to the class.
+ID_ATTRIBUTE_ANNOTATION = "draxr.io/device-plugin-id-attribute"
+REPLICA_SEPARATOR_ANNOTATION = "draxr.io/device-plugin-replica-separator"
 STALE_AFTER_REFRESHES = 3  # a record not refreshed for this many of its periods is unknown
 MAX_NAME = 253
 
@@ -62,6 +67,35 @@ class Identity:
             return None
         value = found.get("string")
         return value if isinstance(value, str) else None
+
+
+def class_identity(device_class: Mapping[str, Any]) -> Identity | None:
+    """The identity a DeviceClass declares (its annotations), None without one."""
+    annotations = (device_class.get("metadata") or {}).get("annotations") or {}
+    attribute = str(annotations.get(ID_ATTRIBUTE_ANNOTATION) or "").strip()
+    if not attribute:
+        return None
+    separator = annotations.get(REPLICA_SEPARATOR_ANNOTATION)
+    return Identity(attribute, "::" if separator is None else str(separator))
+
+
+def identities(
+    mapping: ExtendedResourceMapping, classes: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[Identity, str]]:
+    """Per extended resource served by DRA: the identity and the DeviceClass its devices are
+    adopted under (the first of the resource's classes that declares an identity)."""
+    out: dict[str, tuple[Identity, str]] = {}
+    for name in sorted(mapping.names):
+        resolved = mapping.lookup(name)
+        if resolved is None:
+            continue
+        for class_name in resolved.class_names:
+            raw = classes.get(class_name)
+            identity = class_identity(raw) if raw is not None else None
+            if identity is not None:
+                out[name] = (identity, class_name)
+                break
+    return out
 
 
 @dataclass(frozen=True)
