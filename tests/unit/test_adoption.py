@@ -21,9 +21,15 @@ from draxr.core.adoption import (
     parse_record,
     plan,
 )
+from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.allocator.model import DeviceInfo, parse_slice
 from draxr.core.mapping import build_mapping
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
+from draxr.core.state import ClusterState, PodInfo
+from draxr.core.status import Code
 from draxr_dev.devcluster import fakedriver
+from tests.unit.cluster_builders import GPU_CLASS, cluster, devices_of, gpu_class, gpu_slice, plain_claim, pod
 
 DRIVER = fakedriver.DRIVER
 GPU = "example.com/gpu"
@@ -189,3 +195,71 @@ def test_identities_come_from_the_classes_that_serve_each_name() -> None:
     assert found[f"deviceclass.resource.kubernetes.io/{CLASS}"] == (Identity("uuid", ""), CLASS)  # the implicit name
     assert "example.com/plain" not in found
     assert class_identity(plain) is None
+
+
+# ---- DynamicResources while device-plugin pods are not adopted --------------------------------
+
+
+def _migrating(identity: bool = True) -> ClusterState:
+    """n1: 2 DRA devices of the class, one device-plugin pod running there since before."""
+    state = cluster({"n1": 2})
+    cls = gpu_class()
+    if identity:
+        cls["metadata"]["annotations"] = {ID_ATTRIBUTE_ANNOTATION: "uuid"}
+    state.upsert_class(cls)
+    state.upsert_pod(pod("old", gpus=1, node_name="n1", phase="Running", scheduler="default-scheduler"))
+    return state
+
+
+def _schedule(state: ClusterState, p: dict[str, Any]) -> Decision | Unschedulable:
+    return schedule(PodInfo.from_api(state.upsert_pod(p).raw), state, features=DEFAULT_FEATURES, binds_claims=True)
+
+
+def _adopt(state: ClusterState, device: str) -> None:
+    [claim] = plan(
+        _record_of(state, device),
+        {("ns", "old"): PodRef("uid-old", "n1", True)},
+        state.identities(),
+        {GPU_CLASS: list(parse_slice(gpu_slice("n1", 2)).devices)},
+        {},
+    ).create
+    state.upsert_claim({**claim.body(), "status": claim.status()})
+
+
+def _record_of(state: ClusterState, device: str) -> Any:
+    parsed = parse_record(record(pods=[("ns", "old", [f"n1-{device}"])]))
+    assert not isinstance(parsed, str)
+    return parsed
+
+
+def test_a_device_plugin_pod_not_adopted_yet_keeps_its_nodes_devices_from_dra() -> None:
+    state = _migrating()
+    result = _schedule(state, pod("new", gpus=1))
+    assert isinstance(result, Unschedulable)
+    status = result.statuses["n1"]
+    assert (status.plugin, status.code, status.reasons) == ("DynamicResources", Code.UNSCHEDULABLE, (NOT_ADOPTED,))
+    assert result.message == f"0/1 nodes are available: 1 {NOT_ADOPTED}."
+    _adopt(state, "gpu-0")
+    decision = _schedule(state, pod("after", gpus=1))
+    assert isinstance(decision, Decision)
+    assert devices_of(decision.allocation) == [(DRIVER, "n1", "gpu-1")]  # never the adopted one
+    assert isinstance(_schedule(state, pod("third", gpus=2)), Unschedulable)
+
+
+def test_pods_with_claims_of_their_own_wait_for_the_adoption_too() -> None:
+    state = _migrating()
+    claim = plain_claim("mine")
+    claim["spec"]["devices"]["requests"] = [{"name": "r", "exactly": {"deviceClassName": GPU_CLASS, "count": 1}}]
+    state.upsert_claim(claim)
+    p = pod("with-claim", resourceClaims=[{"name": "gpu", "resourceClaimName": "mine"}])
+    result = _schedule(state, p)
+    assert isinstance(result, Unschedulable)
+    assert result.statuses["n1"].reasons == (NOT_ADOPTED,)
+
+
+def test_without_an_identity_or_with_dra_devices_nothing_waits() -> None:
+    assert isinstance(_schedule(_migrating(identity=False), pod("new", gpus=1)), Decision)
+    state = _migrating()
+    state.remove_pod("uid-old")
+    state.upsert_pod(pod("old", gpus=1, node_name="n1", phase="Running", claim_name="old-claim"))  # a special claim
+    assert isinstance(_schedule(state, pod("new", gpus=1)), Decision)

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from draxr.core import json_codec
+from draxr.core.adoption import Identity, adoption_claim_from_api, identities
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.budget import Budget
 from draxr.core.claims import special_claim_owner
@@ -404,6 +405,8 @@ class ClaimInfo:
     body: bytes
     # status.reservedFor as (resource, uid): preemption frees a claim only when every consumer goes
     consumers: tuple[tuple[str, str], ...] = ()
+    # An allocated adoption claim (core.adoption): (its pod's uid, the resources it adopts)
+    adopts: tuple[str, frozenset[str]] | None = None
 
     @property
     def key(self) -> str:
@@ -432,7 +435,15 @@ class ClaimInfo:
                 (sys.intern(str(r.get("resource") or "")), str(r.get("uid") or ""))
                 for r in status.get("reservedFor") or ()
             ),
+            adopts=_adopts(claim),
         )
+
+
+def _adopts(claim: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    adopted = adoption_claim_from_api(claim)
+    if adopted is None:
+        return None
+    return adopted.pod_uid, frozenset(r for r, _, _ in adopted.requests)
 
 
 def _tally(nodes: dict[str, int], node: str, delta: int) -> bool:
@@ -526,6 +537,9 @@ class ClusterState:
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
+        # Per pod uid, the resources its allocated adoption claims cover (core.adoption).
+        self.adopted: dict[str, Counter[str]] = {}
+        self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
         # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
@@ -1000,12 +1014,29 @@ class ClusterState:
             self.special_claims.setdefault(info.owner[1], set()).add(key)
         if old is not None and old.allocated and not info.allocated:
             self.generation += 1
+        if (old.adopts if old is not None else None) != info.adopts:
+            self._index_adoption(old, -1)
+            self._index_adoption(info, +1)
+            self.generation += 1  # pods waiting for the node's device-plugin pods to be adopted
         return True
+
+    def _index_adoption(self, claim: ClaimInfo | None, sign: int) -> None:
+        if claim is None or claim.adopts is None:
+            return
+        uid, resources = claim.adopts
+        counts = self.adopted.setdefault(uid, Counter())
+        counts.update(dict.fromkeys(resources, sign))
+        for r in resources:
+            if counts[r] <= 0:
+                del counts[r]
+        if not counts:
+            del self.adopted[uid]
 
     def remove_claim(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         claim = self.claims.pop(key, None)
         self._index_consumers(key, claim, -1)
+        self._index_adoption(claim, -1)
         self.tracker.remove_claim(key)
         if claim is not None:
             if claim.owner is not None:
@@ -1039,6 +1070,13 @@ class ClusterState:
             self._static_no_fit, self._no_fit_now = {}, {}
             self._static_no_fit_stamp = stamp
         return self._static_no_fit
+
+    def identities(self) -> dict[str, tuple[Identity, str]]:
+        """Per extended resource whose DeviceClass declares a device-plugin identity: the identity
+        and that class (core.adoption.identities), cached per mapping."""
+        if self._identities[0] is not self.mapping:
+            self._identities = (self.mapping, identities(self.mapping, self.classes))
+        return self._identities[1]
 
     def no_fit_now(self) -> dict[tuple[int, frozenset[tuple[str, int]]], str] | None:
         """The quick count's rejections that hold only while the node is untouched, by (the node's

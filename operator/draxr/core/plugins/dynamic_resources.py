@@ -15,13 +15,17 @@ from draxr.core import pod_claims
 from draxr.core.allocator import AllocationFatalError, Allocator, Features, NodeFailure, NoFit
 from draxr.core.allocator.allocated_devices import AllocatedState
 from draxr.core.allocator.nodeselector import NodeSelectorError
-from draxr.core.claims import held_claim_key
+from draxr.core.claims import assumed_claim_key, held_claim_key
 from draxr.core.pod_claims import ClaimsCycle, PodClaim
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources
 from draxr.core.state import ClusterState, NodeInfo, PodInfo
-from draxr.core.status import Status, error, unresolvable
+from draxr.core.status import Status, error, unresolvable, unschedulable
 
 CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
+# draxr's: a class declares a device-plugin identity (core.adoption) and running device-plugin pods
+# on the node hold devices of it that no adoption claim covers yet: allocating its devices there
+# could hand out one of theirs.
+NOT_ADOPTED = "node(s) had device-plugin pods whose devices are not adopted yet"
 DRA = pod_claims.PLUGIN
 
 
@@ -143,6 +147,10 @@ class DynamicResources:
             if unavailable:
                 return self._reject(pod_claims.NOT_AVAILABLE)
             return DraFit(None, option=options[0], claims=self._decisions(()))
+        if self.state.identities():
+            gaps = unadopted_classes(self.state, node.name)
+            if gaps and not gaps.isdisjoint(self._classes(user, options)):
+                return DraFit(unschedulable(DRA, NOT_ADOPTED), NOT_ADOPTED)
         reason, detail = CANNOT_ALLOCATE, ""
         for option in options:
             if not user:
@@ -188,6 +196,18 @@ class DynamicResources:
             return DraFit(None, option=option, special=special, claims=self._decisions(results[: len(user)]))
         return self._reject(reason, detail)
 
+    @staticmethod
+    def _classes(user: Sequence[PodClaim], options: Sequence[NodeRequests]) -> set[str]:
+        """The DeviceClasses the allocation may take devices of."""
+        out = {r.device_class_name for o in options for r in o.dra_requests}
+        for pc in user:
+            for r in (pc.claim.get("spec") or {}).get("devices", {}).get("requests") or ():
+                exactly = r.get("exactly")
+                if exactly is not None:
+                    out.add(str(exactly.get("deviceClassName") or ""))
+                out.update(str(s.get("deviceClassName") or "") for s in r.get("firstAvailable") or ())
+        return out
+
     def _decisions(self, allocated: Sequence[Mapping[str, Any]]) -> tuple[ClaimDecision, ...]:
         if self.ccycle is None:
             return ()
@@ -199,6 +219,25 @@ class DynamicResources:
             elif not pc.reserved:
                 out.append(ClaimDecision(pc.entry, pc.namespace, pc.name, pc.uid, None))
         return tuple(out)
+
+
+def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
+    """The classes with a device-plugin identity whose devices running device-plugin pods on
+    ``node`` may hold without an adoption claim: pods placed there that request a resource of such
+    a class and got no DRA devices for it (no special claim, none assumed) and no allocated adoption
+    claim covering it."""
+    found: set[str] = set()
+    ids = state.identities()
+    tracker = state.tracker
+    for uid in state.placed.get(node, ()):
+        pod = state.pods[uid]
+        if pod.claim_name or uid in state.special_claims or tracker.is_assumed(assumed_claim_key(uid)):
+            continue
+        adopted = state.adopted.get(uid)
+        for resource, (_, class_name) in ids.items():
+            if pod.units.get(resource) and (adopted is None or resource not in adopted):
+                found.add(class_name)
+    return frozenset(found)
 
 
 def special_claim_options(
