@@ -25,7 +25,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from draxr.core import json_codec
-from draxr.core.adoption import Identity, adoption_claim_from_api, identities
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.budget import Budget
 from draxr.core.claims import special_claim_owner
@@ -33,6 +32,7 @@ from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
 from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
+from draxr.core.migration import Identity, adoption_claim_from_api, identities
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
 from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
@@ -405,7 +405,7 @@ class ClaimInfo:
     body: bytes
     # status.reservedFor as (resource, uid): preemption frees a claim only when every consumer goes
     consumers: tuple[tuple[str, str], ...] = ()
-    # An allocated adoption claim (core.adoption): (its pod's uid, the resources it adopts)
+    # An allocated adoption claim (core.migration): (its pod's uid, the resources it adopts)
     adopts: tuple[str, frozenset[str]] | None = None
 
     @property
@@ -537,7 +537,7 @@ class ClusterState:
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
-        # Per pod uid, the resources its allocated adoption claims cover (core.adoption).
+        # Per pod uid, the resources its allocated adoption claims cover (core.migration).
         self.adopted: dict[str, Counter[str]] = {}
         self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
@@ -1073,7 +1073,7 @@ class ClusterState:
 
     def identities(self) -> dict[str, tuple[Identity, str]]:
         """Per extended resource whose DeviceClass declares a device-plugin identity: the identity
-        and that class (core.adoption.identities), cached per mapping."""
+        and that class (core.migration.identities), cached per mapping."""
         if self._identities[0] is not self.mapping:
             self._identities = (self.mapping, identities(self.mapping, self.classes))
         return self._identities[1]

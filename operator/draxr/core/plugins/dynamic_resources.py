@@ -22,7 +22,7 @@ from draxr.core.state import ClusterState, NodeInfo, PodInfo
 from draxr.core.status import Status, error, unresolvable, unschedulable
 
 CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
-# draxr's: a class declares a device-plugin identity (core.adoption) and running device-plugin pods
+# draxr's: a class declares a device-plugin identity (core.migration) and running device-plugin pods
 # on the node hold devices of it that no adoption claim covers yet: allocating its devices there
 # could hand out one of theirs.
 NOT_ADOPTED = "node(s) had device-plugin pods whose devices are not adopted yet"

@@ -26,7 +26,9 @@ from draxr.core.mapping import ExtendedResourceMapping
 
 GROUP = "draxr.io"
 RECORD_PLURAL = "devicepluginrecords"
-ADOPTION_LABEL = "draxr.io/adoption"  # value: "device-plugin"; what draxr's own claims are told by
+# What marks draxr's adoption claims (not the takeover of pods, "--adopt-unschedulable"): these
+# hold devices running device-plugin pods got before the node moved to DRA.
+ADOPTION_LABEL = "draxr.io/adopted-from"
 ADOPTION_VALUE = "device-plugin"
 NODE_ANNOTATION = "draxr.io/adopted-on-node"
 RESOURCES_ANNOTATION = "draxr.io/adopted-resources"  # the resource of each request, in order

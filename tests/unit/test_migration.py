@@ -1,4 +1,4 @@
-"""draxr.core.adoption: device-plugin IDs to DRA devices, the node records, and the adoption claims."""
+"""draxr.core.migration: device-plugin IDs to DRA devices, the node records, and the adoption claims."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from draxr.core.adoption import (
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.allocator.model import DeviceInfo, parse_slice
+from draxr.core.mapping import build_mapping
+from draxr.core.migration import (
     ID_ATTRIBUTE_ANNOTATION,
     REPLICA_SEPARATOR_ANNOTATION,
     AdoptionClaim,
@@ -21,9 +24,6 @@ from draxr.core.adoption import (
     parse_record,
     plan,
 )
-from draxr.core.allocator import DEFAULT_FEATURES
-from draxr.core.allocator.model import DeviceInfo, parse_slice
-from draxr.core.mapping import build_mapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
 from draxr.core.state import ClusterState, PodInfo
