@@ -26,6 +26,7 @@ from draxr.kube import Kube
 from draxr.leader import LeaderElector, default_identity
 from draxr.loops import GuardedLoop
 from draxr.mapping_status import MappingStatusWriter
+from draxr.migrator import Migrator
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
 from draxr.takeover import catch_up
@@ -71,6 +72,7 @@ class Operator:  # implements handlers.Sink
             interval=settings.mapping_status_seconds,
             gone=self._mapping_gone,
         )
+        self.migrator = Migrator(kube, self.state, self.recorder, features=self.scheduler.features)
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
         self.release_plan = gc.ReleasePlan(settings.release_policy)
@@ -124,11 +126,15 @@ class Operator:  # implements handlers.Sink
         self.scheduler.pod_changed(info, old)
         if info.terminal and info.uid in self.state.special_claims:
             self._release_wake.set()
+        if (info.terminal or info.deleting) and info.uid in self.state.adopted:
+            self.migrator.nudge()  # its adoption claim goes at once
         self.scheduler.cluster_changed()
 
     def pod_deleted(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
         self.state.remove_pod(uid)
+        if uid in self.state.adopted:
+            self.migrator.nudge()
         self.scheduler.pod_deleted(uid)
         if uid in self.state.special_claims:
             self._release_wake.set()
@@ -159,6 +165,16 @@ class Operator:  # implements handlers.Sink
         """DeviceClasses, mapping CRs and the initial sync change what the webhook steers."""
         if self.webhook is not None:
             self.webhook.mapping_changed()
+
+    def record_upserted(self, obj: dict[str, Any]) -> None:
+        found = self.state.upsert_record(obj)
+        if isinstance(found, str):
+            log.warning("device-plugin record not readable", node=obj["metadata"]["name"], reason=found)
+        self.migrator.nudge()
+
+    def record_deleted(self, obj: dict[str, Any]) -> None:
+        self.state.remove_record(obj["metadata"]["name"])
+        self.migrator.nudge()
 
     def mapping_upserted(self, obj: dict[str, Any]) -> None:
         self.mapping_objects[obj["metadata"]["name"]] = obj
@@ -250,7 +266,7 @@ class Operator:  # implements handlers.Sink
             )
             await self.roll_back_stale_claims()
             log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
-            duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run()]
+            duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run(), self.migrator.run()]
             if self.certs is not None and self.settings.webhook_self_signed:
                 duties.append(self.certs.ensure_loop())
             await asyncio.gather(*duties)

@@ -144,6 +144,33 @@ class Recorder:
         except (aiohttp.ClientError, OSError, TimeoutError) as e:  # no answer (or not leading): best effort
             log.warning("event not recorded", pod=pod.key, reason=reason, error=f"{type(e).__name__}: {e}")
 
+    async def object_event(
+        self, regarding: dict[str, Any], *, reason: str, action: str, note: str, warning: bool = True
+    ) -> None:
+        """An Event about another object (a cluster-scoped one's Events live in "default")."""
+        namespace = str(regarding.get("namespace") or "default")
+        name = f"{regarding.get('name', 'object')}.{secrets.token_hex(8)}"
+        event = self._event(
+            _Ref(namespace, str(regarding.get("name") or ""), ""),
+            name,
+            reason,
+            action,
+            note,
+            warning,
+            datetime.now(UTC),
+        )
+        event["regarding"] = regarding
+        try:
+            await self.kube.create(EVENTS, event, namespace)
+        except ApiException as e:
+            log.warning(
+                "event not recorded", regarding=regarding.get("name"), reason=reason, status=e.status, error=e.reason
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:  # best effort
+            log.warning(
+                "event not recorded", regarding=regarding.get("name"), reason=reason, error=f"{type(e).__name__}: {e}"
+            )
+
     def forget(self, pod_uid: str) -> None:
         self._last.pop(pod_uid, None)
 

@@ -32,6 +32,7 @@ from draxr.kube import (
     Resource,
 )
 from draxr.mapping_status import MAPPINGS
+from draxr.migrator import RECORDS
 from draxr.watch import Target
 
 JSON = dict[str, Any]
@@ -49,6 +50,8 @@ class Sink(Protocol):
     def cluster_changed(self) -> None: ...
     def mapping_upserted(self, obj: JSON) -> None: ...
     def mapping_deleted(self, obj: JSON) -> None: ...
+    def record_upserted(self, obj: JSON) -> None: ...
+    def record_deleted(self, obj: JSON) -> None: ...
 
 
 def _name(obj: JSON) -> str:
@@ -195,4 +198,7 @@ def targets(sink: Sink) -> list[Target]:
         # Without the CRD installed the informer waits for it; draxr schedules meanwhile from
         # DeviceClass mappings alone.
         Target("extendedresourcemappings", MAPPINGS, sink.mapping_upserted, sink.mapping_deleted, optional=True),
+        # The node agents' records of the devices running device-plugin pods hold (draxr.migrator);
+        # without the CRD (the node agent is optional) nothing is adopted.
+        Target("devicepluginrecords", RECORDS, sink.record_upserted, sink.record_deleted, optional=True),
     ]

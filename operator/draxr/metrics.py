@@ -46,6 +46,16 @@ PREEMPTION_VICTIMS = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 ADOPTED_PODS = Counter("draxr_adopted_pods_total", "Default-scheduler pods adopted (adoption mode)")
+ADOPTED_DEVICES = Gauge(
+    "draxr_adopted_devices",
+    "Devices of running device-plugin pods held for them by adoption claims (device plugin -> DRA migration)",
+    ["resource"],
+)
+UNMATCHED_DEVICE_IDS = Gauge(
+    "draxr_unmatched_device_ids",
+    "Device-plugin IDs of running pods that match no DRA device, or several (their pods are not adopted)",
+    ["resource"],
+)
 
 # ---- reliability: loops, watches, the event loop ----------------------------------------------------
 LOOP_ERRORS = Counter(

@@ -100,6 +100,14 @@ def identities(
     return out
 
 
+def node_devices(
+    by_id: Mapping[DeviceId, DeviceInfo], matching: Mapping[str, Iterable[DeviceId]]
+) -> dict[str, list[DeviceInfo]]:
+    """Per class, the node's devices (``matching``: the class's device IDs on the node, from the
+    allocator's class index; ``by_id``: the node's devices)."""
+    return {cls: [by_id[i] for i in ids if i in by_id] for cls, ids in matching.items()}
+
+
 @dataclass(frozen=True)
 class Held:
     """What one container of a pod holds of one device-plugin resource."""

@@ -32,7 +32,15 @@ from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
 from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
-from draxr.core.migration import Identity, adoption_claim_from_api, identities
+from draxr.core.migration import (
+    NODE_ANNOTATION,
+    Identity,
+    NodeRecord,
+    adoption_claim_from_api,
+    identities,
+    is_adoption_claim,
+    parse_record,
+)
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
 from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
@@ -407,6 +415,7 @@ class ClaimInfo:
     consumers: tuple[tuple[str, str], ...] = ()
     # An allocated adoption claim (core.migration): (its pod's uid, the resources it adopts)
     adopts: tuple[str, frozenset[str]] | None = None
+    adoption_node: str = ""  # the node of an adoption claim (allocated or not), "" for the others
 
     @property
     def key(self) -> str:
@@ -436,6 +445,9 @@ class ClaimInfo:
                 for r in status.get("reservedFor") or ()
             ),
             adopts=_adopts(claim),
+            adoption_node=str((meta.get("annotations") or {}).get(NODE_ANNOTATION) or "")
+            if is_adoption_claim(claim)
+            else "",
         )
 
 
@@ -539,6 +551,9 @@ class ClusterState:
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
         # Per pod uid, the resources its allocated adoption claims cover (core.migration).
         self.adopted: dict[str, Counter[str]] = {}
+        # The node agents' DevicePluginRecords by node: the record, or why it cannot be read.
+        self.device_plugin_records: dict[str, NodeRecord | str] = {}
+        self._adoption_keys: set[str] = set()  # the adoption claims' keys
         self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         self.generation = 0  # bumped on every change that can make a pending pod schedulable
@@ -1014,6 +1029,10 @@ class ClusterState:
             self.special_claims.setdefault(info.owner[1], set()).add(key)
         if old is not None and old.allocated and not info.allocated:
             self.generation += 1
+        if info.adoption_node:
+            self._adoption_keys.add(key)
+        else:
+            self._adoption_keys.discard(key)
         if (old.adopts if old is not None else None) != info.adopts:
             self._index_adoption(old, -1)
             self._index_adoption(info, +1)
@@ -1037,6 +1056,7 @@ class ClusterState:
         claim = self.claims.pop(key, None)
         self._index_consumers(key, claim, -1)
         self._index_adoption(claim, -1)
+        self._adoption_keys.discard(key)
         self.tracker.remove_claim(key)
         if claim is not None:
             if claim.owner is not None:
@@ -1070,6 +1090,22 @@ class ClusterState:
             self._static_no_fit, self._no_fit_now = {}, {}
             self._static_no_fit_stamp = stamp
         return self._static_no_fit
+
+    def upsert_record(self, obj: Mapping[str, Any]) -> NodeRecord | str:
+        found = parse_record(obj)
+        self.device_plugin_records[str((obj.get("metadata") or {}).get("name") or "")] = found
+        return found
+
+    def remove_record(self, name: str) -> None:
+        self.device_plugin_records.pop(name, None)
+
+    def adoption_claims(self) -> dict[str, dict[str, ClaimInfo]]:
+        """The adoption claims by node, then claim key."""
+        out: dict[str, dict[str, ClaimInfo]] = {}
+        for key in sorted(self._adoption_keys):
+            claim = self.claims[key]
+            out.setdefault(claim.adoption_node, {})[key] = claim
+        return out
 
     def identities(self) -> dict[str, tuple[Identity, str]]:
         """Per extended resource whose DeviceClass declares a device-plugin identity: the identity
