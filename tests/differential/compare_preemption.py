@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from draxr.core.placement import CANNOT_ALLOCATE
+from draxr.core.plugins.dynamic_resources import CANNOT_ALLOCATE
 from draxr_dev.scheduling.casegen import as_stored
 from draxr_dev.scheduling.casegen_preemption import DEVICE_FAMILY, FAMILIES, NOMINATED_SCORING_FAMILY
 from tests.differential.compare_scheduling import Mismatch, format_mismatch, run_each

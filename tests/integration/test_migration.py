@@ -96,6 +96,8 @@ def record(node: str, namespace: str, pod_name: str, ext: str, ids: list[str]) -
             "nodeName": node,
             "observedTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "refreshSeconds": 300,
+            "podCount": 1,
+            "deviceCount": len(ids),
             "pods": [
                 {
                     "namespace": namespace,
