@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
-from draxr.kube import Kube
+from draxr.kube import ApiException, Kube
 
 OUTPUTS = ("wide", "json", "yaml")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -56,6 +56,11 @@ def parser() -> argparse.ArgumentParser:
     _common(cap, suppress=True)
     cap.add_argument("--resource", action="append", help="only this extended resource name (repeatable)")
     cap.add_argument("--implicit", action="store_true", help="also deviceclass.resource.kubernetes.io/<class>")
+    mig = sub.add_parser(
+        "migration", help="device plugin -> DRA: per node, the pods still holding devices, and is it safe"
+    )
+    _common(mig, suppress=True)
+    mig.add_argument("node", nargs="?", help="node name (without it: every node concerned)")
     return top
 
 
@@ -150,19 +155,52 @@ async def _capacity(args: argparse.Namespace, kube: Kube) -> str:
     return _table(table)
 
 
+async def _migration(args: argparse.Namespace, kube: Kube) -> str:
+    import time
+
+    from draxr.migrator import RECORDS, report
+    from draxr.snapshot import load_state
+
+    state = await load_state(kube)
+    try:
+        for record in await kube.list(RECORDS):
+            state.upsert_record(record)
+    except ApiException as e:
+        if e.status != 404:  # 404: the CRD is not installed (no node agent)
+            raise
+    reports = [r for r in report(state, time.time()) if args.node in (None, r.node)]
+    if args.output in ("json", "yaml"):
+        return _dump([r.as_dict() for r in reports], args.output)
+    if not reports:
+        return f"node {args.node} has no device-plugin pods to adopt" if args.node else "no node is moving"
+    lines: list[str] = []
+    for r in reports:
+        verdict = "safe" if r.safe else "NOT SAFE: DRA hands out none of the adopted classes' devices here"
+        lines.append(f"{r.node}: {verdict}; record {r.record}")
+        table = [("POD", "RESOURCES", "ADOPTION CLAIM")]
+        table += [(h.pod, ",".join(h.resources), h.claim or "-") for h in r.pods]
+        if r.pods:
+            lines += ["  " + row for row in _table(table).splitlines()]
+        for u in r.unmatched:
+            lines.append(f"  unmatched: {u.resource} {u.device_id} {u.reason}")
+    return "\n".join(lines)
+
+
 async def run(argv: Sequence[str] | None = None) -> str:
     args = parser().parse_args(argv)
     kube, context_namespace = await connect(args.kubeconfig, args.context)
     try:
         if args.cmd == "explain":
             return await _explain(args, kube, args.namespace or context_namespace)
+        if args.cmd == "migration":
+            return await _migration(args, kube)
         return await _capacity(args, kube)
     finally:
         await kube.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from draxr.kube import ApiException, api_message
+    from draxr.kube import api_message
 
     try:
         print(asyncio.run(run(argv)))

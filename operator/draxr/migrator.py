@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from draxr import logs, metrics
@@ -42,6 +43,109 @@ from draxr.loops import GuardedLoop
 log = logs.get("draxr.migrator")
 
 RECORDS = Resource(GROUP, "v1alpha1", RECORD_PLURAL, False)
+
+
+def plans(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES) -> dict[str, Plan]:
+    """Per node with a record or adoption claims, what to write now."""
+    ids = state.identities()
+    claims = state.adoption_claims()
+    out: dict[str, Plan] = {}
+    for node in sorted(set(claims) | set(state.device_plugin_records)):
+        existing = {key: adoption_claim_from_api(c.object()) for key, c in claims.get(node, {}).items()}
+        record = state.device_plugin_records.get(node)
+        if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
+            out[node] = plan(record, _pods(state, record), ids, _devices(state, node, ids, features), existing)
+        else:
+            out[node] = Plan(delete=[k for k, c in existing.items() if c is not None and _ended(state, c)])
+    return out
+
+
+def _pods(state: ClusterState, record: NodeRecord) -> dict[tuple[str, str], PodRef]:
+    by_name = {(p.namespace, p.name): p for p in state.pods.values() if p.node_name == record.node}
+    return {
+        key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting))
+        for key in record.pods()
+        if (p := by_name.get(key)) is not None
+    }
+
+
+def _ended(state: ClusterState, claim: AdoptionClaim) -> bool:
+    pod = state.pods.get(claim.pod_uid)
+    return pod is None or pod.terminal or pod.deleting
+
+
+def _devices(
+    state: ClusterState, node: str, ids: Mapping[str, tuple[Any, str]], features: Features
+) -> dict[str, list[DeviceInfo]]:
+    raw = state.nodes[node].raw
+    allocator = Allocator(state.inventory, state.allocated(), features)
+    by_id: dict[DeviceId, DeviceInfo] = {d.id: d for sl in state.inventory.slices_for_node(node) for d in sl.devices}
+    classes = {cls for _, cls in ids.values()}
+    return node_devices(by_id, {cls: allocator.matching_devices(raw, cls) for cls in classes})
+
+
+@dataclass(frozen=True)
+class HeldPod:
+    pod: str  # namespace/name
+    resources: tuple[str, ...]
+    claim: str  # its adoption claim's key, "" while not adopted
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """``kubectl draxr migration``: one node's state of the move."""
+
+    node: str
+    record: str  # fresh / stale / missing / unreadable: why
+    pods: tuple[HeldPod, ...]  # running device-plugin pods holding resources with an identity
+    unmatched: tuple[Unmatched, ...]
+    safe: bool  # every such pod's devices are adopted: DRA hands out none of them
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "record": self.record,
+            "safe": self.safe,
+            "pods": [{"pod": p.pod, "resources": list(p.resources), "adoptionClaim": p.claim} for p in self.pods],
+            "unmatched": [
+                {"resource": u.resource, "deviceID": u.device_id, "reason": u.reason} for u in self.unmatched
+            ],
+        }
+
+
+def report(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES) -> list[NodeReport]:
+    """Per node with device-plugin pods holding a resource whose class declares an identity, or
+    with a record or adoption claims: what holds which devices and whether the node is safe."""
+    ids = state.identities()
+    adopted_by: dict[str, str] = {}
+    for claims in state.adoption_claims().values():
+        for key, c in claims.items():
+            if c.adopts is not None:
+                adopted_by[c.adopts[0]] = key
+    held: dict[str, list[HeldPod]] = {}
+    for node, uids in state.placed.items():
+        for uid in uids:
+            p = state.pods[uid]
+            if p.claim_name or uid in state.special_claims:
+                continue
+            resources = tuple(r for r in sorted(ids) if p.units.get(r))
+            if resources:
+                held.setdefault(node, []).append(HeldPod(p.key, resources, adopted_by.get(uid, "")))
+    per_node = plans(state, now, features)
+    out: list[NodeReport] = []
+    for node in sorted(set(held) | set(per_node)):
+        record = state.device_plugin_records.get(node)
+        if record is None:
+            seen = "missing"
+        elif isinstance(record, str):
+            seen = f"unreadable: {record}"
+        else:
+            age, fresh = max(0, round(now - record.observed)), "stale" if record.stale(now) else "fresh"
+            seen = f"{fresh} (observed {age}s ago, refresh {record.refresh_seconds:g}s)"
+        pods = tuple(sorted(held.get(node, ()), key=lambda h: h.pod))
+        unmatched = tuple(per_node[node].unmatched) if node in per_node else ()
+        out.append(NodeReport(node, seen, pods, unmatched, all(h.claim for h in pods)))
+    return out
 
 
 class Migrator:
@@ -75,47 +179,10 @@ class Migrator:
 
         await GuardedLoop("device-plugin-migration").run(step, pause)
 
-    # ---- one pass --------------------------------------------------------------------------------
-    def plans(self) -> dict[str, Plan]:
-        """Per node with a record or adoption claims, what to write now."""
-        state, now = self.state, self.clock()
-        ids = state.identities()
-        claims = state.adoption_claims()
-        out: dict[str, Plan] = {}
-        for node in sorted(set(claims) | set(state.device_plugin_records)):
-            existing = {key: adoption_claim_from_api(c.object()) for key, c in claims.get(node, {}).items()}
-            record = state.device_plugin_records.get(node)
-            if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
-                out[node] = plan(record, self._pods(record), ids, self._devices(node, ids), existing)
-            else:
-                out[node] = Plan(delete=[key for key, c in existing.items() if c is not None and self._ended(c)])
-        return out
-
-    def _pods(self, record: NodeRecord) -> dict[tuple[str, str], PodRef]:
-        by_name = {(p.namespace, p.name): p for p in self.state.pods.values() if p.node_name == record.node}
-        return {
-            key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting))
-            for key in record.pods()
-            if (p := by_name.get(key)) is not None
-        }
-
-    def _ended(self, claim: AdoptionClaim) -> bool:
-        pod = self.state.pods.get(claim.pod_uid)
-        return pod is None or pod.terminal or pod.deleting
-
-    def _devices(self, node: str, ids: dict[str, Any]) -> dict[str, list[DeviceInfo]]:
-        raw = self.state.nodes[node].raw
-        allocator = Allocator(self.state.inventory, self.state.allocated(), self.features)
-        by_id: dict[DeviceId, DeviceInfo] = {
-            d.id: d for sl in self.state.inventory.slices_for_node(node) for d in sl.devices
-        }
-        classes = {cls for _, cls in ids.values()}
-        return node_devices(by_id, {cls: allocator.matching_devices(raw, cls) for cls in classes})
-
     async def pass_once(self) -> Plan:
         """One pass over every node; returns what was done, summed."""
         done = Plan()
-        for p in self.plans().values():
+        for p in plans(self.state, self.clock(), self.features).values():
             for key in p.delete:
                 if await self._delete(key):
                     done.delete.append(key)

@@ -17,6 +17,7 @@ list/watch, claims create/delete and status: RBAC is exercised).
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from draxr import kubectl_plugin
 from draxr.core.migration import ADOPTION_LABEL, ID_ATTRIBUTE_ANNOTATION
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
 from draxr.kube import EVENTS, PODS, RESOURCE_CLAIMS, Kube
@@ -127,9 +129,25 @@ async def adoption_claims(kube: Kube, namespace: str) -> list[JSON]:
     ]
 
 
+async def allocated_adoption_claims(kube: Kube, namespace: str) -> list[JSON]:
+    """(Created first, then their status written.)"""
+    return [c for c in await adoption_claims(kube, namespace) if (c.get("status") or {}).get("allocation")]
+
+
 @pytest.mark.timeout(300)
+async def migration(control_plane: ControlPlane, node: str) -> JSON:
+    """``kubectl draxr migration NODE -o json``, in-process."""
+    out = await kubectl_plugin.run(["migration", node, "--kubeconfig", str(control_plane.kubeconfig), "-o", "json"])
+    [found] = json.loads(out)
+    return dict(found)
+
+
 async def test_running_device_plugin_pods_keep_their_devices_through_the_move(
-    kube: Kube, namespace: str, operator: object, migrating: tuple[fakedriver.Fleet, str, str]
+    kube: Kube,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: object,
+    migrating: tuple[fakedriver.Fleet, str, str],
 ) -> None:
     fleet, _, ext = migrating
     [node] = fleet.node_names()
@@ -152,14 +170,21 @@ async def test_running_device_plugin_pods_keep_their_devices_through_the_move(
 
     notes = await eventually(refused, timeout=60)
     assert f"1 {NOT_ADOPTED}" in notes[0]
+    before = await migration(control_plane, node)
+    assert (before["safe"], before["record"]) == (False, "missing")
+    assert before["pods"] == [{"pod": f"{namespace}/old", "resources": [ext], "adoptionClaim": ""}]
 
     # The node agent's record: "old" holds gpu-2.
     await kube.create(RECORDS, record(node, namespace, "old", ext, [device_uuid(node, 2)]))
-    [claim] = await eventually(lambda: adoption_claims(kube, namespace), timeout=60)
+    [claim] = await eventually(lambda: allocated_adoption_claims(kube, namespace), timeout=60)
     allocation = claim["status"]["allocation"]
     assert [(r["pool"], r["device"]) for r in allocation["devices"]["results"]] == [(node, "gpu-2")]
     assert claim["status"]["reservedFor"][0]["resource"] == "devicepluginrecords"
     assert claim["metadata"]["ownerReferences"][0]["uid"] == old["metadata"]["uid"]
+    after = await migration(control_plane, node)
+    assert after["safe"] is True
+    assert after["record"].startswith("fresh")
+    assert after["pods"][0]["adoptionClaim"] == f"{namespace}/{claim['metadata']['name']}"
 
     # Now draxr places "first" and fills the node with the other devices, kube-scheduler too.
     # (One after the other: two schedulers allocating on one node at once can race each other.)
