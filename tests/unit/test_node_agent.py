@@ -341,3 +341,33 @@ async def test_an_error_that_does_not_heal_ends_the_loop() -> None:
     with pytest.raises(LoopFailed):
         await agent.run()
     assert calls == 5
+
+
+def test_cli_takes_the_node_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from draxr import logs, node_agent
+    from draxr.cli import main
+
+    with pytest.raises(SystemExit) as helped:
+        main(["node-agent", "--help"])
+    assert helped.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--node-name", "--socket", "--refresh-seconds", "--poll-seconds", "--resource", "--health-port"):
+        assert flag in text
+    seen: list[Options] = []
+
+    async def run(opts: Options) -> int:
+        seen.append(opts)
+        return 0
+
+    monkeypatch.setattr(node_agent, "main", run)
+    monkeypatch.setattr(logs, "configure", lambda *_: None)
+    monkeypatch.setenv("NODE_NAME", "gpu-node-7")  # the DaemonSet's fieldRef spec.nodeName
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert main(["node-agent", "--resource", "a.com/x", "--resource", "b.com/y"]) == 0
+    [opts] = seen
+    assert opts.node_name == "gpu-node-7"
+    assert opts.resources == frozenset({"a.com/x", "b.com/y"})
+    assert opts.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert (opts.refresh_seconds, opts.poll_seconds, opts.kubeconfig) == (30, 2.0, None)
