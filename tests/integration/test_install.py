@@ -88,6 +88,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
     created = installed.stdout
     for obj in (
         "customresourcedefinition.apiextensions.k8s.io/extendedresourcemappings.draxr.io",
+        "customresourcedefinition.apiextensions.k8s.io/devicepluginrecords.draxr.io",
         "namespace/draxr-system",
         "serviceaccount/draxr",
         "clusterrole.rbac.authorization.k8s.io/draxr",
@@ -111,7 +112,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
         again = await asyncio.to_thread(manifests.apply, control_plane, *args)
         assert again.returncode == 0, again.stderr
         lines = [line for line in again.stdout.splitlines() if line.strip()]
-        assert len(lines) == 15, again.stdout
+        assert len(lines) == 16, again.stdout
         assert all("unchanged" in line for line in lines), again.stdout
 
     dep = await kube.get(DEPLOYMENTS, "draxr", NAMESPACE)
