@@ -26,10 +26,21 @@ from draxr.core.migration import (
 )
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
+from draxr.core.plugins.node_resources_fit import DRA_HOLDS_DEVICES
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from draxr_dev.devcluster import fakedriver
-from tests.unit.cluster_builders import GPU_CLASS, cluster, devices_of, gpu_class, gpu_slice, plain_claim, pod
+from tests.unit.cluster_builders import (
+    GPU_CLASS,
+    allocation,
+    cluster,
+    devices_of,
+    gpu_class,
+    gpu_slice,
+    node,
+    plain_claim,
+    pod,
+)
 
 DRIVER = fakedriver.DRIVER
 GPU = "example.com/gpu"
@@ -263,3 +274,36 @@ def test_without_an_identity_or_with_dra_devices_nothing_waits() -> None:
     state.remove_pod("uid-old")
     state.upsert_pod(pod("old", gpus=1, node_name="n1", phase="Running", claim_name="old-claim"))  # a special claim
     assert isinstance(_schedule(state, pod("new", gpus=1)), Decision)
+
+
+# ---- back from DRA to the device plugin --------------------------------------------------------
+
+
+def _moving_back(identity: bool = True) -> ClusterState:
+    """n1 serves the name by its device plugin again (allocatable 2) while its DRA slice is still
+    there and a DRA claim holds gpu-0."""
+    state = _migrating(identity)
+    state.remove_pod("uid-old")
+    state.upsert_node(node("n1", extended={GPU: "2"}))
+    state.upsert_claim(plain_claim("dra-held", alloc=allocation("n1", "gpu-0")))
+    return state
+
+
+def test_device_plugin_pods_wait_while_dra_claims_hold_the_nodes_devices() -> None:
+    state = _moving_back()
+    result = _schedule(state, pod("dp", gpus=1))
+    assert isinstance(result, Unschedulable)
+    status = result.statuses["n1"]
+    assert (status.plugin, status.code, status.reasons) == ("NodeResourcesFit", Code.UNRESOLVABLE, (DRA_HOLDS_DEVICES,))
+    state.remove_claim("ns", "dra-held")
+    decision = _schedule(state, pod("dp-after", gpus=1))
+    assert isinstance(decision, Decision)
+    assert decision.allocation is None  # the device plugin's
+
+
+def test_adoption_claims_and_classes_without_identity_do_not_hold_the_device_plugin_back() -> None:
+    assert isinstance(_schedule(_moving_back(identity=False), pod("dp", gpus=1)), Decision)
+    state = _moving_back()
+    state.remove_claim("ns", "dra-held")
+    _adopt(state, "gpu-0")  # the adopted device is the plugin's own
+    assert isinstance(_schedule(state, pod("dp", gpus=1)), Decision)

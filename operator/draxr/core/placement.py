@@ -449,6 +449,8 @@ class _NodeLocal:
         if problem is not None:
             return NodeVerdict(problem=problem)
         rejection = self.resources.filter(node, filtered or usage, ext.dra, ext.reasons)
+        if rejection is None:
+            rejection = self.resources.device_plugin_conflict(node, ext)
         if rejection is not None:
             return NodeVerdict(rejection)
         balanced, affinity = self.balanced, self.affinity

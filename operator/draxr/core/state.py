@@ -416,6 +416,7 @@ class ClaimInfo:
     # An allocated adoption claim (core.migration): (its pod's uid, the resources it adopts)
     adopts: tuple[str, frozenset[str]] | None = None
     adoption_node: str = ""  # the node of an adoption claim (allocated or not), "" for the others
+    adopted_devices: int = 0  # how many devices an allocated adoption claim holds
 
     @property
     def key(self) -> str:
@@ -445,6 +446,9 @@ class ClaimInfo:
                 for r in status.get("reservedFor") or ()
             ),
             adopts=_adopts(claim),
+            adopted_devices=len(((status.get("allocation") or {}).get("devices") or {}).get("results") or ())
+            if is_adoption_claim(claim)
+            else 0,
             adoption_node=str((meta.get("annotations") or {}).get(NODE_ANNOTATION) or "")
             if is_adoption_claim(claim)
             else "",
@@ -1106,6 +1110,10 @@ class ClusterState:
             claim = self.claims[key]
             out.setdefault(claim.adoption_node, {})[key] = claim
         return out
+
+    def adopted_devices_on(self, node: str) -> int:
+        """Devices the allocated adoption claims of ``node`` hold."""
+        return sum(c.adopted_devices for k in self._adoption_keys if (c := self.claims[k]).adoption_node == node)
 
     def identities(self) -> dict[str, tuple[Identity, str]]:
         """Per extended resource whose DeviceClass declares a device-plugin identity: the identity

@@ -15,9 +15,13 @@ from enum import StrEnum
 from draxr.core.requests import NodeRequests
 from draxr.core.scores import resource_fit_score
 from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
-from draxr.core.status import Status, rejected
+from draxr.core.status import Status, rejected, unresolvable
 
 NAME = "NodeResourcesFit"
+# draxr's, for a node moving back from DRA to its device plugin (core.migration): kubelet's device
+# manager picks the devices without the scheduler, so while DRA claims other than adoption claims
+# hold devices there it could hand one of theirs to a device-plugin pod.
+DRA_HOLDS_DEVICES = "node(s) had DRA claims holding devices the device plugin may hand out"
 _FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")  # in fitsRequest's order
 
 
@@ -78,6 +82,21 @@ class Fit:
         if fit or dra_reasons:
             hopeless = fit_unresolvable(self.checked, node, dra_names)
             return rejected(NAME, tuple(dict.fromkeys([*fit, *dra_reasons])), hopeless)
+        return None
+
+    def device_plugin_conflict(self, node: NodeInfo, ext: NodeRequests) -> Status | None:
+        """A name the device plugin serves on ``node`` whose class declares a device-plugin
+        identity, while DRA claims (not adoption claims) hold devices of the node's own pools."""
+        state = self.state
+        if state is None or not ext.device_plugin:
+            return None
+        ids = state.identities()
+        if not ids or not any(name in ids for name in ext.device_plugin):
+            return None
+        _, pools = state.inventory.node_local_devices(node.name)
+        held = sum(state.tracker.allocated_in_pool(driver, pool) for driver, pool in pools)
+        if held > state.adopted_devices_on(node.name):
+            return unresolvable(NAME, DRA_HOLDS_DEVICES)  # (no eviction is tried for it)
         return None
 
     def score(self, node: NodeInfo, usage: NodeUsage, ext: NodeRequests) -> int:
