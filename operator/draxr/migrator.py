@@ -31,7 +31,6 @@ from draxr.core.migration import (
     Plan,
     PodRef,
     Unmatched,
-    adoption_claim_from_api,
     node_devices,
     plan,
 )
@@ -51,7 +50,7 @@ def plans(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES
     claims = state.adoption_claims()
     out: dict[str, Plan] = {}
     for node in sorted(set(claims) | set(state.device_plugin_records)):
-        existing = {key: adoption_claim_from_api(c.object()) for key, c in claims.get(node, {}).items()}
+        existing = {key: c.adoption for key, c in claims.get(node, {}).items()}
         record = state.device_plugin_records.get(node)
         if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
             out[node] = plan(record, _pods(state, record), ids, _devices(state, node, ids, features), existing)
@@ -61,7 +60,9 @@ def plans(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES
 
 
 def _pods(state: ClusterState, record: NodeRecord) -> dict[tuple[str, str], PodRef]:
-    by_name = {(p.namespace, p.name): p for p in state.pods.values() if p.node_name == record.node}
+    """The record's pods among those placed on its node (a pod that ended is not placed: gone)."""
+    placed = (state.pods[uid] for uid in state.placed.get(record.node, ()))
+    by_name = {(p.namespace, p.name): p for p in placed if p.node_name == record.node}
     return {
         key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting))
         for key in record.pods()
@@ -270,12 +271,12 @@ class Migrator:
         adopted: Counter[str] = Counter()
         for claims in self.state.adoption_claims().values():
             for c in claims.values():
-                found = adoption_claim_from_api(c.object())
-                if found is not None:
-                    for resource, _, devs in found.requests:
+                if c.adoption is not None:
+                    for resource, _, devs in c.adoption.requests:
                         adopted[resource] += len(devs)
-        for resource in set(adopted) | {r for r, _ in self.state.identities().items()}:
+        names = set(self.state.identities())
+        for resource in set(adopted) | names:
             metrics.ADOPTED_DEVICES.labels(resource=resource).set(adopted.get(resource, 0))
         missing = Counter(u.resource for u in unmatched)
-        for resource in set(missing) | {r for r, _ in self.state.identities().items()}:
+        for resource in set(missing) | names:
             metrics.UNMATCHED_DEVICE_IDS.labels(resource=resource).set(missing.get(resource, 0))

@@ -34,6 +34,7 @@ from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
 from draxr.core.migration import (
     NODE_ANNOTATION,
+    AdoptionClaim,
     Identity,
     NodeRecord,
     adoption_claim_from_api,
@@ -413,10 +414,20 @@ class ClaimInfo:
     body: bytes
     # status.reservedFor as (resource, uid): preemption frees a claim only when every consumer goes
     consumers: tuple[tuple[str, str], ...] = ()
-    # An allocated adoption claim (core.migration): (its pod's uid, the resources it adopts)
-    adopts: tuple[str, frozenset[str]] | None = None
-    adoption_node: str = ""  # the node of an adoption claim (allocated or not), "" for the others
-    adopted_devices: int = 0  # how many devices an allocated adoption claim holds
+    # An adoption claim (core.migration): its node (allocated or not; "" for any other claim), and
+    # what it holds once allocated (read once, here: the migrator's passes compare with it)
+    adoption_node: str = ""
+    adoption: AdoptionClaim | None = None
+
+    @property
+    def adopts(self) -> tuple[str, frozenset[str]] | None:
+        """(its pod's uid, the resources it adopts) of an allocated adoption claim."""
+        a = self.adoption
+        return None if a is None else (a.pod_uid, frozenset(r for r, _, _ in a.requests))
+
+    @property
+    def adopted_devices(self) -> int:
+        return 0 if self.adoption is None else len(self.adoption.devices)
 
     @property
     def key(self) -> str:
@@ -445,21 +456,11 @@ class ClaimInfo:
                 (sys.intern(str(r.get("resource") or "")), str(r.get("uid") or ""))
                 for r in status.get("reservedFor") or ()
             ),
-            adopts=_adopts(claim),
-            adopted_devices=len(((status.get("allocation") or {}).get("devices") or {}).get("results") or ())
-            if is_adoption_claim(claim)
-            else 0,
+            adoption=adoption_claim_from_api(claim),
             adoption_node=str((meta.get("annotations") or {}).get(NODE_ANNOTATION) or "")
             if is_adoption_claim(claim)
             else "",
         )
-
-
-def _adopts(claim: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
-    adopted = adoption_claim_from_api(claim)
-    if adopted is None:
-        return None
-    return adopted.pod_uid, frozenset(r for r, _, _ in adopted.requests)
 
 
 def _tally(nodes: dict[str, int], node: str, delta: int) -> bool:
