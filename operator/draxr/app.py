@@ -73,6 +73,8 @@ class Operator:  # implements handlers.Sink
             gone=self._mapping_gone,
         )
         self.migrator = Migrator(kube, self.state, self.recorder, features=self.scheduler.features)
+        self.mapping_status.unmatched = self.migrator.unmatched
+        self.migrator.on_unmatched_change = self.mapping_status.nudge
         self.lost_leadership = False
         self._release_wake = asyncio.Event()
         self.release_plan = gc.ReleasePlan(settings.release_policy)

@@ -51,6 +51,7 @@ class MappingStatusWriter:
         interval: float = 10.0,
         min_gap: float = 1.0,
         gone: Callable[[str], None] | None = None,
+        unmatched: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.kube = kube
         self.state = state
@@ -59,6 +60,9 @@ class MappingStatusWriter:
         self.interval = interval
         self.min_gap = min_gap
         self.gone = gone
+        # Per resource name, its unmatched device-plugin IDs (draxr.migrator), for the names whose
+        # class declares an identity.
+        self.unmatched = unmatched
         self._wake = asyncio.Event()
         self._written: dict[str, tuple[str, dict[str, Any]]] = {}  # name -> (resourceVersion seen, status)
 
@@ -93,7 +97,12 @@ class MappingStatusWriter:
             rows = dra_capacity(
                 self.state, cr.resource_name, cr.class_names, cr.selectors, cr.node_selector, allocator=alloc
             )
-            desired = desired_status(cr, crs, existing, summarize(rows).to_status(), now)
+            ids = (
+                self.unmatched(cr.resource_name)
+                if self.unmatched and cr.resource_name in self.state.identities()
+                else None
+            )
+            desired = desired_status(cr, crs, existing, summarize(rows).to_status(), now, ids)
             rv = str((objs[cr.name].get("metadata") or {}).get("resourceVersion") or "")
             last = self._written.get(cr.name)
             current = last[1] if last is not None and last[0] == rv else cr.status

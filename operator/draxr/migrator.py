@@ -31,6 +31,7 @@ from draxr.core.migration import (
     Plan,
     PodRef,
     Unmatched,
+    epoch,
     node_devices,
     plan,
 )
@@ -64,7 +65,7 @@ def _pods(state: ClusterState, record: NodeRecord) -> dict[tuple[str, str], PodR
     placed = (state.pods[uid] for uid in state.placed.get(record.node, ()))
     by_name = {(p.namespace, p.name): p for p in placed if p.node_name == record.node}
     return {
-        key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting))
+        key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting), epoch(p.created))
         for key in record.pods()
         if (p := by_name.get(key)) is not None
     }
@@ -164,6 +165,13 @@ class Migrator:
         self.features, self.interval, self.clock = features, interval, clock
         self._wake = asyncio.Event()
         self._reported: set[Unmatched] = set()  # unmatched IDs already announced by an Event
+        self.on_unmatched_change: Callable[[], None] | None = None  # (the mapping CRs' status)
+
+    def unmatched(self, resource: str) -> list[str]:
+        """The unmatched IDs of ``resource`` as the last pass found them, described."""
+        return [
+            f"{u.device_id} on {u.node} {u.reason}" for u in sorted(self._reported, key=str) if u.resource == resource
+        ]
 
     def nudge(self) -> None:
         self._wake.set()
@@ -261,7 +269,10 @@ class Migrator:
                 action="Adopt",
                 note=f"{u.resource} device {u.device_id} on node {u.node} {u.reason}: its pod is not adopted",
             )
+        changed = now != self._reported
         self._reported = now
+        if changed and self.on_unmatched_change is not None:
+            self.on_unmatched_change()
 
     def _node_uid(self, node: str) -> str:
         info = self.state.nodes.get(node)

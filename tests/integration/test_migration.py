@@ -207,3 +207,30 @@ async def test_running_device_plugin_pods_keep_their_devices_through_the_move(
 
     await eventually(released, timeout=60)
     assert await eventually(lambda: devices_of(kube, namespace, "last"), timeout=90) == ["gpu-2"]
+
+
+@pytest.mark.timeout(180)
+async def test_an_id_that_matches_no_device_is_reported_never_guessed(
+    kube: Kube,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: object,
+    migrating: tuple[fakedriver.Fleet, str, str],
+) -> None:
+    fleet, _, ext = migrating
+    [node] = fleet.node_names()
+    await kube.create(PODS, body("odd", ext, 1, SCHEDULER, node=node), namespace)
+    await kube.create(RECORDS, record(node, namespace, "odd", ext, ["GPU-not-on-this-node::3"]))
+
+    async def warned() -> list[JSON]:
+        events = await kube.list(EVENTS, "default")
+        return [e for e in events if e["reason"] == "DevicePluginIDUnmatched" and e["regarding"]["name"] == node]
+
+    [event] = await eventually(warned, timeout=60)
+    assert event["type"] == "Warning"
+    assert f"device GPU-not-on-this-node on node {node} matches no device of DeviceClass" in event["note"]
+    found = await migration(control_plane, node)
+    assert found["safe"] is False
+    assert [u["deviceID"] for u in found["unmatched"]] == ["GPU-not-on-this-node"]
+    assert found["pods"] == [{"pod": f"{namespace}/odd", "resources": [ext], "adoptionClaim": ""}]
+    assert await adoption_claims(kube, namespace) == []

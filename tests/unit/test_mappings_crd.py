@@ -79,6 +79,20 @@ def test_invalid_selector_and_missing_class_conditions() -> None:
     assert by_type(conditions(none, [none], set()))["Ready"]["reason"] == "DeviceClassNotFound"
 
 
+def test_unmatched_device_plugin_ids_are_a_condition_only_where_an_identity_is_declared() -> None:
+    [m] = parse_all([cr("m", ["a"])])
+    assert "DevicePluginIDsUnmatched" not in by_type(conditions(m, [m], {"a"}))  # no identity
+    matched = by_type(conditions(m, [m], {"a"}, []))["DevicePluginIDsUnmatched"]
+    assert (matched["status"], matched["reason"]) == ("False", "AllMatched")
+    ids = [f"GPU-{i} on n1 matches no device of DeviceClass a" for i in range(7)]
+    unmatched = by_type(conditions(m, [m], {"a"}, ids))["DevicePluginIDsUnmatched"]
+    assert (unmatched["status"], unmatched["reason"]) == ("True", "Unmatched")
+    assert unmatched["message"].startswith("GPU-0 on n1 matches no device of DeviceClass a; GPU-1")
+    assert "GPU-5" not in unmatched["message"]
+    assert "and 2 more" in unmatched["message"]
+    assert by_type(conditions(m, [m], {"a"}, ids))["Ready"]["status"] == "True"  # the name is still served
+
+
 def test_desired_status_keeps_transition_times_and_detects_changes() -> None:
     [m] = parse_all([cr("m", ["a"])])
     first = desired_status(m, [m], {"a"}, {"total": 4, "allocated": 1, "free": 3, "nodes": 1}, "T1")

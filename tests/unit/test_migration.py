@@ -307,3 +307,13 @@ def test_adoption_claims_and_classes_without_identity_do_not_hold_the_device_plu
     state.remove_claim("ns", "dra-held")
     _adopt(state, "gpu-0")  # the adopted device is the plugin's own
     assert isinstance(_schedule(state, pod("dp", gpus=1)), Decision)
+
+
+def test_a_pod_made_after_the_record_was_read_does_not_get_the_devices_of_its_namesake() -> None:
+    rec = record(pods=[("ns", "p", ["GPU-1"])])  # observed 07:00:00
+    parsed = parse_record(rec)
+    assert not isinstance(parsed, str)
+    later = PodRef("uid-new", "n1", True, parsed.observed + 5)
+    assert _plan(rec, {("ns", "p"): later}).create == []
+    earlier = PodRef("uid-old", "n1", True, parsed.observed - 5)
+    assert [c.pod_uid for c in _plan(rec, {("ns", "p"): earlier}).create] == ["uid-old"]

@@ -42,7 +42,7 @@ GROUP = "draxr.io"
 VERSION = "v1alpha1"
 PLURAL = "extendedresourcemappings"
 KIND = "ExtendedResourceMapping"
-CONDITION_TYPES = ("Ready", "Conflict", "InvalidSelector", "DeviceClassNotFound")
+CONDITION_TYPES = ("Ready", "Conflict", "InvalidSelector", "DeviceClassNotFound", "DevicePluginIDsUnmatched")
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,13 @@ def _condition(ctype: str, status: bool, reason: str, message: str, generation: 
     }
 
 
-def conditions(cr: MappingCR, crs: Iterable[MappingCR], existing_classes: Collection[str]) -> list[dict[str, Any]]:
-    """Ready, Conflict, InvalidSelector, DeviceClassNotFound (without lastTransitionTime)."""
+def conditions(
+    cr: MappingCR, crs: Iterable[MappingCR], existing_classes: Collection[str], unmatched: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Ready, Conflict, InvalidSelector, DeviceClassNotFound (without lastTransitionTime), and
+    DevicePluginIDsUnmatched when the name's class declares a device-plugin identity
+    (``unmatched``: the running pods' device IDs that match no DRA device or several; None: no
+    identity, no condition)."""
     g = cr.generation
     owner = winners(crs).get(cr.resource_name)
     conflict = owner is not None and owner.name != cr.name
@@ -189,6 +194,23 @@ def conditions(cr: MappingCR, crs: Iterable[MappingCR], existing_classes: Collec
         classes = ", then ".join(c for c in cr.class_names if c not in missing)
         where = " on the nodes its nodeSelector selects" if cr.node_selector else ""
         ready = _condition("Ready", True, "Serving", f"{cr.resource_name} is served from {classes}{where}", g)
+    if unmatched:
+        shown = "; ".join(unmatched[:5]) + (f"; and {len(unmatched) - 5} more" if len(unmatched) > 5 else "")
+        out.append(
+            _condition(
+                "DevicePluginIDsUnmatched",
+                True,
+                "Unmatched",
+                f"{shown} (their pods' devices are not adopted; see kubectl draxr migration)",
+                g,
+            )
+        )
+    elif unmatched is not None:
+        out.append(
+            _condition(
+                "DevicePluginIDsUnmatched", False, "AllMatched", "every device-plugin ID matches one DRA device", g
+            )
+        )
     return [ready, *out]
 
 
@@ -198,12 +220,13 @@ def desired_status(
     existing_classes: Collection[str],
     capacity: Mapping[str, int],
     now: str,
+    unmatched: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The status to write: conditions (lastTransitionTime kept while a condition's status is
     unchanged, else ``now``) and capacity ({total, allocated, free, nodes})."""
     previous = {c.get("type"): c for c in (cr.status.get("conditions") or ()) if isinstance(c, Mapping)}
     conds = []
-    for c in conditions(cr, crs, existing_classes):
+    for c in conditions(cr, crs, existing_classes, unmatched):
         old = previous.get(c["type"])
         since = old.get("lastTransitionTime") if old is not None and old.get("status") == c["status"] else None
         conds.append({**c, "lastTransitionTime": since or now})

@@ -137,7 +137,7 @@ class NodeRecord:
         return out
 
 
-def _epoch(value: Any) -> float | None:
+def epoch(value: Any) -> float | None:
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -150,7 +150,7 @@ def parse_record(obj: Mapping[str, Any]) -> NodeRecord | str:
     node = str(meta.get("name") or "")
     if spec.get("nodeName") != node:
         return f"spec.nodeName {spec.get('nodeName')!r} is not the record's name {node!r}"
-    observed = _epoch(spec.get("observedTime"))
+    observed = epoch(spec.get("observedTime"))
     if observed is None:
         return f"spec.observedTime {spec.get('observedTime')!r} is not a time"
     refresh = spec.get("refreshSeconds")
@@ -328,6 +328,7 @@ class PodRef:
     uid: str
     node: str
     running: bool  # not finished, not being deleted
+    created: float | None = None  # epoch seconds; a pod made after the record was read is not in it
 
 
 @dataclass
@@ -358,6 +359,8 @@ def plan(
         ref = pods.get((ns, pod_name))
         if ref is None or not ref.running or ref.node != record.node:
             continue  # ended (kubelet drops it from List soon) or not this node's
+        if ref.created is not None and ref.created > record.observed:
+            continue  # a pod of the same name made since: the record's devices were another's
         per_resource: dict[str, list[str]] = {}
         for h in held:
             if h.resource in identities:
