@@ -24,7 +24,6 @@ import json
 import secrets
 import ssl
 import string
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -1618,7 +1617,9 @@ async def no_http_answer(ctx: Ctx) -> None:
 
 
 async def idle_connections(ctx: Ctx) -> None:
-    """Connections that send half a request and then nothing do not hold up admission."""
+    """Connections that send half a request and then nothing do not hold up admission: a review
+    is answered while twenty of them are held open (were the server waiting on them, it would not
+    answer before they close)."""
     idle = []
     for _ in range(20):
         _, w = await asyncio.open_connection(
@@ -1626,13 +1627,11 @@ async def idle_connections(ctx: Ctx) -> None:
         )
         w.write(b"POST /mutate-pods HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n{")
         idle.append(w)
-    t0 = time.monotonic()
     try:
-        await call(review())(ctx)
+        await call(review())(ctx)  # (the row checks the answer)
     finally:
         for w in idle:
             w.close()
-    assert time.monotonic() - t0 < 2
 
 
 async def concurrent_reviews(ctx: Ctx) -> None:

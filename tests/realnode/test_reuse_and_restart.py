@@ -28,7 +28,7 @@ from ..integration.helpers import bound_with_status, eventually
 from .test_kubelet_runs_pods import container, node_pod
 
 JOBS = Resource("batch", "v1", "jobs", True)
-BACKOFF = 600.0
+BACKOFF = 86_400.0  # a day: a pod bound within the test was woken by an event, never by its backoff
 SCHEDULER = "draxr-real-long-backoff"
 PAIR_CLASS = "draxr-real-pair"
 PAIR_RESOURCE = "draxr.dev/real-pair"
@@ -119,8 +119,8 @@ async def test_a_job_reuses_two_devices_and_waiting_pods_follow_each_release(
     assert len(bound) == 4
     later = sorted(bound.values())[2:]
     waits = [t - max((r for r in released if r <= t), default=float("-inf")) for t in later]
-    # Bound after a release, and long before the 600 s backoff could have let the pod try again.
-    assert all(0 <= w < BACKOFF / 10 for w in waits), (waits, released, bound)
+    # Each waiting pod was bound after a release (and, with a day's backoff, because of it).
+    assert all(w >= 0 for w in waits), (waits, released, bound)
     print(f"\n[draxr] release -> bind of the waiting pods: {', '.join(f'{w:.2f}s' for w in waits)}")
 
 
