@@ -232,6 +232,13 @@ def test_a_victim_must_be_below_a_pod_nominated_to_or_bound_on_its_node() -> Non
     obs.check(111.0, [], [])
     assert obs.violations["victim_priority"] == 2
     assert "preemptor" in obs.details[-1]["why"]
+    # The Event names a preemptor above it, nominated to the node for less than a poll: enough.
+    obs.check(120.0, [], [pod("t", node="n2", claim="c-t", phase="Running")])
+    obs.victim("uid-t", "t", 120.0, node="n2", preemptor="uid-hi")
+    obs.victim("uid-s", "s", 120.0, node="n1", preemptor="uid-hi")
+    obs.check(151.0, [], [])
+    assert obs.violations["victim_priority"] == 2
+    assert obs.summary()["preemptors_on_several_nodes"] == 1  # uid-hi: victims on n1 and n2
 
 
 def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
