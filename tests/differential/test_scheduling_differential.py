@@ -7,8 +7,11 @@ hack/build-scheduler-harness.sh. Both evaluate the same generated cases
 draxr_dev.scheduling.casegen_volumes and 800 claim cases from draxr_dev.scheduling.casegen_claims:
 DynamicResources for pods with ResourceClaims of their own and extended resources served by DRA):
 every node's filter outcome (first failing plugin, status
-code, reasons) must be the same, and every score plugin's normalised, unweighted score on every
-feasible node (tests/differential/compare_scheduling.py).
+code, reasons, draxr's "cannot allocate all claims: <detail>" against upstream's reason), the
+score plugins run (a plugin missing on one side is a mismatch), each one's normalised, unweighted
+score and the weighted total on every feasible node, and placement.schedule()'s own outcome with
+and without the equivalence cache: its node, its diagnosis (every node's status) and, when no node
+fits, the FailedScheduling message (tests/differential/compare_scheduling.py).
 
 The Python side is draxr_dev.scheduling.evaluate.evaluate_case, given each case with its pods as
 kube-apiserver stores them (casegen.as_stored: matchLabelKeys merged), which the harness does with
@@ -39,7 +42,7 @@ from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import REQUIRED_TAGS, as_stored, feature_tally, format_tally, generate
 from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
 from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
-from tests.differential.compare_scheduling import compare, format_mismatch, run_python
+from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
 
 SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
 SCALE = float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
@@ -137,6 +140,9 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         )
     for reason in ("cannot allocate all claims", "resourceclaim not available on the node"):
         assert dra[reason] >= MIN_CASES_PER_TAG, f"DynamicResources: {reason!r} in only {dra[reason]} cases"
+    # The FailedScheduling message of every case without a feasible node (compared with draxr's).
+    messages = [r.get("message", "") for r in go_results if not any(s is None for s in r["filter"].values())]
+    assert all(m.startswith("0/") for m in messages), [m for m in messages if not m.startswith("0/")][:3]
     nonzero: Counter[str] = Counter()
     for r in go_results:
         nonzero.update({p for p, nodes in r["scores"].items() if any(nodes.values())})
@@ -181,40 +187,64 @@ def test_apiserver_merge_matches_upstream(harness: Path, cases: list[dict[str, A
         assert [_scheduling_view(p) for p in py["pods"]] == [_scheduling_view(p) for p in go["pods"]], case["name"]
 
 
-def test_python_scheduler_matches_upstream(
-    cases: list[dict[str, Any]], go_results: list[dict[str, Any]], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def mismatches(cases: list[dict[str, Any]], go_results: list[dict[str, Any]]) -> tuple[list[Any], float, str]:
     py_results, py_seconds, runner = run_python(cases)
-    mismatches = compare(cases, go_results, py_results)
+    return compare(cases, go_results, py_results), py_seconds, runner
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="draxr scores a pod whose extended resources DRA serves (no claims of its own) over the nodes "
+    "that pass the filters before the allocator, upstream over those DynamicResources' Filter leaves: when "
+    "the allocator rejects a node, the chosen node's normalised scores, and so the choice, may differ "
+    "(compare_scheduling.two_phase_scoring)",
+)
+def test_scores_of_the_chosen_node_when_the_allocator_rejects_a_node(
+    mismatches: tuple[list[Any], float, str],
+) -> None:
+    known = [m for m in mismatches[0] if two_phase_scoring(m)]
+    assert not known, f"{len(known)} cases: " + ", ".join(m["name"] for m in known[:10])
+
+
+def test_python_scheduler_matches_upstream(
+    cases: list[dict[str, Any]],
+    go_results: list[dict[str, Any]],
+    mismatches: tuple[list[Any], float, str],
+    tmp_path: Path,
+) -> None:
+    everything, py_seconds, runner = mismatches
+    unexpected = [m for m in everything if not two_phase_scoring(m)]
     tally = feature_tally(cases)
     families = Counter(c["family"] for c in cases)
     report = "\n".join(
         [
             f"[sched-differential] seed {SEED}, {len(cases)} cases in {len(families)} families; "
-            f"python ({runner}) took {py_seconds:.1f}s",
+            f"python ({runner}) took {py_seconds:.1f}s; {len(everything) - len(unexpected)} cases of the known "
+            "deviation (two_phase_scoring, strict xfail)",
             "[sched-differential] feature coverage (cases per tag):",
             format_tally(tally),
         ]
     )
     print(report)
-    if not mismatches:
+    if not unexpected:
         return
     out_dir = tmp_path / "scheduling-differential"
     out_dir.mkdir()
     (out_dir / "cases.json").write_text(json.dumps(cases))
     (out_dir / "go.json").write_text(json.dumps(go_results))
     mismatch_file = out_dir / "mismatches.json"
-    mismatch_file.write_text(json.dumps(mismatches, indent=1))
-    by_family = Counter(m["family"] for m in mismatches)
-    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in mismatches for d in m["differences"])
-    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
+    mismatch_file.write_text(json.dumps(unexpected, indent=1))
+    by_family = Counter(m["family"] for m in unexpected)
+    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in unexpected for d in m["differences"])
+    shown = "\n".join(format_mismatch(m) for m in unexpected[:SHOW_MISMATCHES])
     message = (
-        f"{len(mismatches)} of {len(cases)} cases differ between kube-scheduler's Go plugins and the Python "
+        f"{len(unexpected)} of {len(cases)} cases differ between kube-scheduler's Go plugins and the Python "
         f"side (by family: {dict(sorted(by_family.items()))}; by field: {dict(sorted(by_what.items()))}).\n"
         f"All mismatches (with their cases): {mismatch_file}\n"
         f"Re-run the Python side: python -m tests.differential.compare_scheduling {out_dir}/cases.json "
         f"{out_dir}/go.json\n"
-        f"First {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}\n\n{report}"
+        f"First {min(SHOW_MISMATCHES, len(unexpected))}:\n{shown}\n\n{report}"
     )
     print(f"[sched-differential] mismatches written to {mismatch_file}")
     pytest.fail(message, pytrace=False)

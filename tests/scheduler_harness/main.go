@@ -180,6 +180,10 @@ type testCase struct {
 	PreemptTimeOnly      bool                            `json:"preemptTimeOnly,omitempty"` // no self-check (bench)
 	DRAPreemption        bool                            `json:"draPreemption,omitempty"`   // victims' devices freed (dra_preemption.go)
 	Pod                  *v1.Pod                         `json:"pod"`
+	// optional, for sequences: pods placed after Pod, one after another; AssumeOn names the
+	// node each pod (Pod first) is assumed on before the next is scheduled ("": not placed).
+	Sequence []*v1.Pod `json:"sequence,omitempty"`
+	AssumeOn []string  `json:"assumeOn,omitempty"`
 }
 
 type nodeStatus struct {
@@ -194,6 +198,13 @@ type result struct {
 	Scores  map[string]map[string]int64 `json:"scores"`
 	Weights map[string]int64            `json:"weights"`
 	Total   map[string]int64            `json:"total"`
+	// The FailedScheduling message when no node is feasible (FitError.Error(), or the error
+	// of a Filter plugin that failed the attempt); "" when a node is.
+	Message string `json:"message,omitempty"`
+	// Score plugins whose PreScore returned Skip for the pod (they score 0 on every node).
+	ScoreSkipped []string `json:"scoreSkipped,omitempty"`
+	// For sequences: the result of each pod of "sequence", in order (Pod's is this one).
+	Steps []*result `json:"steps,omitempty"`
 	// Only for cases with "preempt": true where no node is feasible (preemption.go).
 	Preemption *preemptionResult `json:"preemption,omitempty"`
 }
@@ -307,8 +318,22 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		}
 		nodeNames.Insert(node.Name)
 	}
+	sequence := make([]*v1.Pod, 0, len(tc.Sequence))
+	for i, p := range tc.Sequence {
+		if p == nil {
+			return nil, fmt.Errorf("sequence[%d] is null", i)
+		}
+		prepared, err := prepareForCreate(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		sequence = append(sequence, prepared)
+	}
+	if len(tc.AssumeOn) > 1+len(sequence) {
+		return nil, fmt.Errorf("assumeOn has %d nodes for %d pods", len(tc.AssumeOn), 1+len(sequence))
+	}
 	podKeys := sets.New[string]()
-	for _, p := range append([]*v1.Pod{pod}, pods...) {
+	for _, p := range append(append([]*v1.Pod{pod}, pods...), sequence...) {
 		key := p.Namespace + "/" + p.Name
 		if p.Name == "" || p.Namespace == "" {
 			return nil, fmt.Errorf("pod %q has no name or namespace", key)
@@ -320,6 +345,9 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	}
 
 	objects := []apiruntime.Object{pod}
+	for _, p := range sequence {
+		objects = append(objects, p)
+	}
 	for _, n := range tc.Nodes {
 		objects = append(objects, n)
 	}
@@ -495,6 +523,38 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A sequence: each pod assumed on its node (as assumeAndReserve: the scheduler's cache, then
+	// the Reserve plugins: DynamicResources' pending allocations, VolumeBinding's assumed
+	// volumes), the snapshot updated, then the next pod.
+	current, currentCycle := pod, cyc
+	for i, next := range append(sequence, nil) {
+		if i < len(tc.AssumeOn) && tc.AssumeOn[i] != "" {
+			node := tc.AssumeOn[i]
+			if status, ok := lastResult(res).Filter[node]; !ok || status != nil {
+				return nil, fmt.Errorf("step %d: assumeOn %q: not a feasible node", i, node)
+			}
+			assumed := current.DeepCopy()
+			assumed.Spec.NodeName = node
+			if err := schedulerCache.AssumePod(logger, assumed); err != nil {
+				return nil, fmt.Errorf("step %d: AssumePod: %w", i, err)
+			}
+			if s := schedFramework.RunReservePluginsReserve(ctx, currentCycle.state, assumed, node); !s.IsSuccess() {
+				return nil, fmt.Errorf("step %d: Reserve on %q: %w", i, node, s.AsError())
+			}
+			if err := schedulerCache.UpdateSnapshot(logger, snapshot); err != nil {
+				return nil, fmt.Errorf("step %d: UpdateSnapshot: %w", i, err)
+			}
+		}
+		if next == nil {
+			break
+		}
+		step, stepCycle, err := schedule(ctx, schedFramework, snapshot, next)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", i+1, err)
+		}
+		res.Steps = append(res.Steps, step)
+		current, currentCycle = next, stepCycle
+	}
 	if tc.Preempt && cyc.feasible == 0 {
 		if tc.DRAPreemption {
 			cyc.diagnosis = candidateDiagnosis(cyc.diagnosis)
@@ -505,6 +565,26 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		}
 	}
 	return res, nil
+}
+
+// lastResult is the result of the sequence's last pod so far (the case's pod without steps).
+func lastResult(res *result) *result {
+	if len(res.Steps) == 0 {
+		return res
+	}
+	return res.Steps[len(res.Steps)-1]
+}
+
+// fitMessage is the FailedScheduling message of a cycle without a feasible node: the error of
+// the first node whose Filter failed with one (schedulePod fails the attempt), else FitError's.
+func fitMessage(pod *v1.Pod, res *result, cyc *cycle, allNodes []fwk.NodeInfo) string {
+	for _, n := range allNodes {
+		if s := res.Filter[n.Node().Name]; s != nil && s.Code == fwk.Error.String() {
+			return s.Reasons[0]
+		}
+	}
+	fitError := &framework.FitError{Pod: pod, NumAllNodes: cyc.numAllNodes, Diagnosis: framework.Diagnosis{NodeToStatus: cyc.diagnosis, PreFilterMsg: cyc.preFilterMsg}}
+	return fitError.Error()
 }
 
 // reflectNil: a JSON null in a list decodes to a typed nil pointer.
@@ -555,6 +635,7 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 		}
 		cyc.diagnosis.SetAbsentNodesStatus(s)
 		cyc.preFilterMsg = s.Message()
+		res.Message = fitMessage(pod, res, cyc, allNodes)
 		return res, cyc, nil
 	}
 	nodes := allNodes
@@ -586,6 +667,7 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 		cyc.diagnosis.Set(n.Node().Name, status)
 	}
 	if len(feasible) == 0 {
+		res.Message = fitMessage(pod, res, cyc, allNodes)
 		return res, cyc, nil
 	}
 	cyc.feasible = len(feasible)
@@ -593,6 +675,7 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 	if s := f.RunPreScorePlugins(ctx, state, pod, feasible); !s.IsSuccess() {
 		return nil, nil, fmt.Errorf("PreScore: %w", s.AsError())
 	}
+	res.ScoreSkipped = sets.List(state.GetSkipScorePlugins())
 	nodeScores, s := f.RunScorePlugins(ctx, state, pod, feasible)
 	if !s.IsSuccess() {
 		return nil, nil, fmt.Errorf("Score: %w", s.AsError())

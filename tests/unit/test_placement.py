@@ -438,6 +438,18 @@ def test_no_nodes() -> None:
 # --------------------------------------------------------------------------- scoring and tie-break
 
 
+@pytest.mark.parametrize("equivalence", [True, False])
+def test_plugins_upstream_never_skips_are_scored_without_images_or_volumes(equivalence: bool) -> None:
+    """ImageLocality has no PreScore and VolumeBinding's never skips (StorageCapacityScoring):
+    upstream scores both, 0 on every node, for a pod whose images no node has and without volumes
+    (found by the scheduling differential, which compares the plugins each side runs)."""
+    s = cluster({"a": 2, "b": 2})
+    info = PodInfo.from_api(pod("web", gpus=1, requests={"cpu": "1", "memory": "1Gi"}), keep_object=True)
+    d = decided(schedule(info, s, features=DEFAULT_FEATURES, equivalence=equivalence))
+    assert d.scores["ImageLocality"] == 0
+    assert d.scores["VolumeBinding"] == 0
+
+
 def test_least_allocated_spreads_and_most_allocated_packs() -> None:
     s = cluster({"busy": 2, "idle": 2})
     s.upsert_pod(bound("old", "busy", requests={"cpu": "4", "memory": "16Gi"}))

@@ -214,13 +214,16 @@ def score_nodes(
     if not best_effort:
         out["NodeResourcesBalancedAllocation"] = balanced
 
-    # ImageLocality (no normalisation); 0 everywhere (left out) when no node has the pod's images.
+    # ImageLocality (no normalisation; upstream never skips it): 0 everywhere when no node has the
+    # pod's images.
     if any(normalized_image_name(i) in state.image_nodes for i in view.images):
         total_nodes = len(state.nodes)
         out["ImageLocality"] = {
             n.name: image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
             for n in nodes
         }
+    else:
+        out["ImageLocality"] = dict.fromkeys((n.name for n in nodes), 0)
 
     # PodTopologySpread (soft constraints, or the system defaults).
     if cycle.soft_spread:

@@ -202,10 +202,12 @@ class NodeFilter:
             return self.cycle.filter(node)
         return None
 
-    def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int] | None:
-        """VolumeBinding's scores of ``nodes`` (which passed from_fit), None without volumes."""
+    def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int]:
+        """VolumeBinding's scores of ``nodes`` (which passed from_fit): 0 everywhere without
+        volumes (upstream runs the plugin all the same: StorageCapacityScoring is on by default,
+        so its PreScore never skips)."""
         if self.volumes is None:
-            return None
+            return dict.fromkeys((n.name for n in nodes), 0)
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
@@ -227,7 +229,10 @@ def schedule(
     Two phases, for speed: the cheap filters and scoring run over the nodes (rotated by ``start``
     and cut off after kube-scheduler's number of feasible nodes); then the DRA allocator, the
     expensive part, runs on the candidates best score first until one fits. The allocator stays the
-    judge of every device decision; only the order of trying nodes differs from kube-scheduler.
+    judge of every device decision; the scores are normalised over the nodes of phase 1, where
+    kube-scheduler normalises over those DynamicResources' Filter leaves, so when the allocator
+    rejects a node the choice may differ from kube-scheduler's (the scheduling differential's known
+    deviation, compare_scheduling.two_phase_scoring).
     Pods with ResourceClaims of their own get DynamicResources in phase 1 on every node that passes
     the other filters, as upstream: their choice is kube-scheduler's.
 

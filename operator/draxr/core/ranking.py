@@ -96,6 +96,8 @@ def rank(
             for n in nodes
         ]
         columns.append(("ImageLocality", column))
+    else:  # upstream never skips it: 0 everywhere when no node has the pod's images
+        columns.append(("ImageLocality", 0))
 
     if cycle.soft_spread:
         labels = list(map(_labels, nodes))
