@@ -32,7 +32,14 @@
 //	 "preempt": true,                            // run PostFilter when no node is feasible
 //	 "draPreemption": true,                      // with the DRA preemption reference
 //	                                             // (dra_preemption.go): victims' devices freed
-//	 "pod": <v1 Pod to place>}
+//	 "pod": <v1 Pod to place>,
+//	 // optional, for sequences (casegen_sequences): pods scheduled after "pod", one after
+//	 // another; before each next pod, the previous one is assumed on its "assumeOn" node (the
+//	 // scheduler cache's AssumePod, then RunReservePluginsReserve: DynamicResources' pending
+//	 // allocations, VolumeBinding's assumed volumes) and the snapshot updated; "" or a missing
+//	 // entry: not placed. A node the pod does not pass the filters on is an error of the case.
+//	 "sequence": [<v1 Pod>],
+//	 "assumeOn": ["<node for pod>", "<node for sequence[0]>", ...]}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
 //
@@ -41,6 +48,10 @@
 //	 "scores": {"<score plugin>": {"<feasible node>": <normalised, unweighted score>}},
 //	 "weights": {"<score plugin>": <weight>},
 //	 "total": {"<feasible node>": <weighted sum>},
+//	 "message": "...",                             // without a feasible node: the FailedScheduling
+//	                                               // message (FitError.Error(), or a Filter's error)
+//	 "scoreSkipped": ["<score plugin>"],           // PreScore returned Skip (0 on every node)
+//	 "steps": [<result>],                          // for sequences: each pod of "sequence"
 //	 "preemption": {...}}                          // only with "preempt" and no feasible node:
 //	                                               // see preemption.go
 //

@@ -980,10 +980,13 @@ def stored_pod(pod: Mapping[str, Any]) -> JSON:
 
 
 def as_stored(case: Mapping[str, Any]) -> JSON:
-    """The case with the incoming and the existing pods as stored by kube-apiserver (stored_pod)."""
+    """The case with the incoming (a sequence's too) and the existing pods as stored by
+    kube-apiserver (stored_pod)."""
     out = dict(case)
     out["pod"] = stored_pod(case["pod"])
     out["pods"] = [stored_pod(p) for p in case.get("pods", [])]
+    if "sequence" in case:  # casegen_sequences
+        out["sequence"] = [stored_pod(p) for p in case["sequence"]]
     return out
 
 
