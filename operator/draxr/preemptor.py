@@ -16,7 +16,7 @@ import aiohttp
 
 from draxr import logs, metrics
 from draxr.core.claims import held_claim_key, rfc3339
-from draxr.core.preemption import Candidate, freed_claims, lower_nominated
+from draxr.core.preemption import Candidate, Releasing, lower_nominated, releasing_of
 from draxr.core.state import ClusterState, PodInfo
 from draxr.events import Recorder
 from draxr.kube import PODS, STRATEGIC_MERGE_PATCH, ApiException, Kube
@@ -28,8 +28,8 @@ class Preemptor:
     def __init__(self, kube: Kube, state: ClusterState, recorder: Recorder, scheduler_name: str) -> None:
         self.kube, self.state, self.recorder, self.scheduler_name = kube, state, recorder, scheduler_name
         self.running: set[str] = set()  # preemptors whose victims are being evicted
-        # Preemptor -> the claims its victims held (tracker keys): it waits for their release.
-        self.releasing: dict[str, list[str]] = {}
+        # Preemptor -> its victims' devices, which it waits for (core.preemption.Releasing).
+        self.releasing: dict[str, Releasing] = {}
 
     def hold(self, pod: PodInfo, allocation: Mapping[str, Any] | None) -> None:
         """Keep the devices the dry run freed for ``pod`` (replacing an earlier hold; None: none)."""
@@ -41,7 +41,7 @@ class Preemptor:
     def chose(self, pod: PodInfo, chosen: Candidate) -> None:
         """Hold the devices of ``chosen`` for the pod, and remember which claims it waits for."""
         self.hold(pod, chosen.held)
-        self.releasing[pod.uid] = freed_claims(chosen.victims, self.state)
+        self.releasing[pod.uid] = releasing_of(chosen.victims, self.state)
 
     def release(self, uid: str) -> None:
         """The pod bound, went away or lost its nomination: its held devices are free."""

@@ -17,7 +17,7 @@ from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
-from draxr.core.preemption import Outcome, preemption
+from draxr.core.preemption import Outcome, Releasing, preemption
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -365,7 +365,7 @@ class Scheduler:
             features=self.features,
             budgets=list(self.state.budgets.values()),
             offset=random.randrange,
-            releasing=self.preemptor.releasing.get(pod.uid, ()),
+            releasing=self.preemptor.releasing.get(pod.uid, Releasing()),
         )
         outcome: Outcome | None = None
         try:

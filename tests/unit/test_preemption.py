@@ -9,9 +9,9 @@ import pytest
 
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.budget import Budget
-from draxr.core.claims import held_claim_key
+from draxr.core.claims import assumed_claim_key, held_claim_key
 from draxr.core.placement import Decision, Unschedulable, schedule
-from draxr.core.preemption import Outcome, more_important, num_candidates, pick_one, preempt
+from draxr.core.preemption import Outcome, Releasing, more_important, num_candidates, pick_one, preempt, releasing_of
 from draxr.core.state import ClusterState, PodInfo
 from tests.unit.cluster_builders import allocation, cluster, node, plain_claim, pod, special_claim
 
@@ -326,7 +326,7 @@ def test_a_preemptor_waits_for_its_victims_claims_before_evicting_more() -> None
     info = s.upsert_pod(pod("hi", gpus=2, priority=100))
     result = schedule(info, s, features=DEFAULT_FEATURES)
     assert isinstance(result, Unschedulable)
-    out = preempt(info, s, result, features=DEFAULT_FEATURES, releasing=["ns/v-claim"])
+    out = preempt(info, s, result, features=DEFAULT_FEATURES, releasing=Releasing(claims=("ns/v-claim",)))
     assert out.message == "preemption: not eligible due to claims of preempted pods not yet deallocated."
     s.remove_claim("ns", "v-claim")
     result = schedule(info, s, features=DEFAULT_FEATURES)
@@ -401,3 +401,20 @@ def test_explain_shows_the_nomination_and_the_victims_still_going() -> None:
     assert report["nominatedNode"] == "a"
     assert report["waitingFor"] == ["ns/victim"]
     assert "  nominated to node a, waiting for 1 preempted pod(s) to go: ns/victim" in render(report)
+
+
+def test_a_preemptor_waits_for_victims_whose_binding_was_in_flight() -> None:
+    """A victim chosen while its own binding was in flight holds its devices by an assumed
+    allocation, then by a special claim written under a new name: the preemptor waits for both
+    (found by the chaos run: it evicted on one node after another)."""
+    s = cluster({"g": 2})
+    victim = s.upsert_pod(pod("v", gpus=2, priority=0))
+    s.assume_pod(victim.uid, "g")
+    s.assume_allocation(assumed_claim_key(victim.uid), allocation("g", "gpu-0", "gpu-1"))
+    waiting = releasing_of([victim], s)
+    assert waiting.pending(s)  # assumed: in flight
+    s.forget_allocation(assumed_claim_key(victim.uid))
+    s.upsert_claim(special_claim("v-written", "v", victim.uid, alloc=allocation("g", "gpu-0", "gpu-1")))
+    assert waiting.pending(s)  # its claim, written after the choice
+    s.remove_claim("ns", "v-written")
+    assert not waiting.pending(s)

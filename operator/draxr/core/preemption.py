@@ -44,7 +44,7 @@ pod lowers its domain's count there); draxr never counts terminating pods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
@@ -158,6 +158,30 @@ def _freeable(pods: Iterable[PodInfo], state: ClusterState) -> dict[str, frozens
             if claim is not None and all(r == "pods" for r, _ in claim.consumers):
                 needs[key] = frozenset(u for _, u in claim.consumers)
     return needs
+
+
+@dataclass(frozen=True)
+class Releasing:
+    """What a preemptor waits for after its preemption: its victims' devices. ``claims``: the
+    tracker keys freed_claims found when it chose; ``victims``: their uids, for what appears
+    after the choice (a victim's binding was in flight: its allocation still assumed, its special
+    claim written later under a new name)."""
+
+    victims: frozenset[str] = frozenset()
+    claims: tuple[str, ...] = ()
+
+    def pending(self, state: ClusterState) -> bool:
+        tracker = state.tracker
+        for uid in self.victims:
+            if tracker.is_assumed(assumed_claim_key(uid)):
+                return True
+            if any((c := state.claims.get(k)) is not None and c.allocated for k in state.special_claims.get(uid, ())):
+                return True
+        return any((c := state.claims.get(key)) is not None and c.allocated for key in self.claims)
+
+
+def releasing_of(victims: Sequence[PodInfo], state: ClusterState) -> Releasing:
+    return Releasing(frozenset(v.uid for v in victims), tuple(freed_claims(victims, state)))
 
 
 def freed_claims(victims: Sequence[PodInfo], state: ClusterState) -> list[str]:
@@ -396,15 +420,15 @@ def preemption(
     features: Features,
     budgets: Sequence[Budget] = (),
     offset: Callable[[int], int] = lambda n: 0,
-    releasing: Collection[str] = (),
+    releasing: Releasing = Releasing(),
 ) -> Generator[None, None, Outcome]:
     """Evaluator.evaluate for a pod no node fits (``result``'s diagnosis), as a generator that
     yields after each node's dry run (its value is the Outcome): the shell hands the event loop
     back between nodes, so that a dry run over hundreds of nodes never holds it long. The state
     may change between steps (watch events); a node gone meanwhile is skipped. ``offset(n)``:
     where among the n potential nodes the dry run starts (upstream: rand.Int31n);
-    ``releasing``: the claims (tracker keys) of the pod's last preemption, which it waits for
-    while any is still allocated. ``preempt`` runs it to the end in one go."""
+    ``releasing``: the victims of the pod's last preemption, whose devices it waits for while any
+    is still allocated or assumed. ``preempt`` runs it to the end in one go."""
     if result.every_node is not None and result.every_node.plugin != DRA:
         # A PreFilter before DynamicResources' turned the pod away: DynamicResources' PostFilter,
         # which runs first, finds no cycle state of its own and fails with the framework's
@@ -412,7 +436,7 @@ def preemption(
         return Outcome(STATE_NOT_FOUND)
     if not wants_preemption(pod):
         return Outcome(f"preemption: {POLICY_NEVER}")
-    if any((c := state.claims.get(key)) is not None and c.allocated for key in releasing):
+    if releasing.pending(state):
         # draxr's (KEP-5690 leaves it open): the victims are gone but their claims are not yet
         # deallocated; the freed devices are held for the pod meanwhile, so evicting more would
         # only take more pods.
