@@ -88,14 +88,17 @@ async def test_invalid_cel_in_one_class_does_not_stop_other_pods(
         assert "doesNotExist" in cond["message"]
 
         async def warning() -> list[dict[str, Any]]:
+            # (An attempt before draxr saw the node lose its not-ready taint says so, truly.)
             return [
                 e
                 for e in await kube.list(EVENTS, namespace)
-                if e["regarding"]["name"] == "bad" and e["reason"] == "FailedScheduling" and e["type"] == "Warning"
+                if e["regarding"]["name"] == "bad"
+                and e["reason"] == "FailedScheduling"
+                and e["type"] == "Warning"
+                and "no such key: doesNotExist" in e["note"]
             ]
 
-        events = await eventually(warning)
-        assert all("no such key: doesNotExist" in e["note"] for e in events)
+        await eventually(warning)
     finally:
         await kube.delete_if_exists(DEVICE_CLASSES, f"{names}-broken")
         await fakedriver.delete(kube, objs)
