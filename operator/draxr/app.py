@@ -128,15 +128,15 @@ class Operator:  # implements handlers.Sink
         self.scheduler.pod_changed(info, old)
         if info.terminal and info.uid in self.state.special_claims:
             self._release_wake.set()
-        if (info.terminal or info.deleting) and info.uid in self.state.adopted:
-            self.migrator.nudge()  # its adoption claim goes at once
+        if (info.terminal or info.deleting) and info.uid in self.state.adopted and self.leading:
+            self.migrator.pod_ended(info.uid)  # its adoption claim goes at once
         self.scheduler.cluster_changed()
 
     def pod_deleted(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
         self.state.remove_pod(uid)
-        if uid in self.state.adopted:
-            self.migrator.nudge()
+        if uid in self.state.adopted and self.leading:
+            self.migrator.pod_ended(uid)
         self.scheduler.pod_deleted(uid)
         if uid in self.state.special_claims:
             self._release_wake.set()
@@ -275,6 +275,7 @@ class Operator:  # implements handlers.Sink
         finally:
             self.leading = False
             self.scheduler.cancel_writes()  # a replica that stops leading must stop writing
+            self.migrator.cancel()
 
     def quiet_since(self) -> float | None:
         """Since when no other leader can have written (takeover.catch_up): without leader election

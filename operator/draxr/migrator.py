@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,11 +160,14 @@ class Migrator:
         features: Features = DEFAULT_FEATURES,
         interval: float = 5.0,
         clock: Callable[[], float] = time.time,
+        writers: int = 16,
     ) -> None:
         self.kube, self.state, self.recorder = kube, state, recorder
         self.features, self.interval, self.clock = features, interval, clock
         self._wake = asyncio.Event()
         self._reported: set[Unmatched] = set()  # unmatched IDs already announced by an Event
+        self.writers = writers
+        self._tasks: set[asyncio.Task[None]] = set()
         self.on_unmatched_change: Callable[[], None] | None = None  # (the mapping CRs' status)
 
     def unmatched(self, resource: str) -> list[str]:
@@ -189,20 +192,53 @@ class Migrator:
         await GuardedLoop("device-plugin-migration").run(step, pause)
 
     async def pass_once(self) -> Plan:
-        """One pass over every node; returns what was done, summed."""
+        """One pass over every node, deletions first, at most ``writers`` writes in flight;
+        returns what was done, summed."""
+        planned = list(plans(self.state, self.clock(), self.features).values())
         done = Plan()
-        for p in plans(self.state, self.clock(), self.features).values():
-            for key in p.delete:
-                if await self._delete(key):
-                    done.delete.append(key)
-            for claim in p.create:
-                if await self._create(claim):
-                    done.create.append(claim)
+        gate = asyncio.Semaphore(self.writers)
+
+        async def bounded(write: Awaitable[bool]) -> bool:
+            async with gate:
+                return await write
+
+        deleted = await asyncio.gather(*(bounded(self._delete(k)) for p in planned for k in p.delete))
+        done.delete = [k for k, ok in zip((k for p in planned for k in p.delete), deleted, strict=True) if ok]
+        creates = [c for p in planned for c in p.create]
+        created = await asyncio.gather(*(bounded(self._create(c)) for c in creates))
+        done.create = [c for c, ok in zip(creates, created, strict=True) if ok]
+        for p in planned:
             done.unmatched += p.unmatched
             done.waiting += p.waiting
         await self._announce(done.unmatched)
         self._publish(done.unmatched)
         return done
+
+    def pod_ended(self, uid: str) -> None:
+        """A pod with adoption claims finished or went: its claims go now, not after the pass in
+        progress (which may be writing thousands of others)."""
+        keys = [
+            k
+            for claims in self.state.adoption_claims().values()
+            for k, c in claims.items()
+            if c.adopts and c.adopts[0] == uid
+        ]
+        if keys:
+            task = asyncio.get_running_loop().create_task(self._delete_all(keys))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def cancel(self) -> None:
+        """Leadership lost: no write of ours may land afterwards."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _delete_all(self, keys: list[str]) -> None:
+        for key in keys:
+            try:
+                await self._delete(key)
+            except Exception:  # the next pass deletes it
+                log.exception("adoption claim not deleted", claim=key)
 
     # ---- writes ------------------------------------------------------------------------------------
     async def _delete(self, key: str) -> bool:
@@ -219,6 +255,8 @@ class Migrator:
         return True
 
     async def _create(self, claim: AdoptionClaim) -> bool:
+        if _ended(self.state, claim):
+            return False  # ended since the plan: nothing to hold
         try:
             created = await self.kube.create(RESOURCE_CLAIMS, claim.body(), claim.namespace)
         except ApiException as e:

@@ -559,6 +559,8 @@ class ClusterState:
         # The node agents' DevicePluginRecords by node: the record, or why it cannot be read.
         self.device_plugin_records: dict[str, NodeRecord | str] = {}
         self._adoption_keys: set[str] = set()  # the adoption claims' keys
+        # plugins.dynamic_resources.unadopted_classes per node: (its stamp, the mapping, the result)
+        self.unadopted: dict[str, tuple[int, object, frozenset[str]]] = {}
         self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         self.generation = 0  # bumped on every change that can make a pending pod schedulable

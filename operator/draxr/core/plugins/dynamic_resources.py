@@ -225,7 +225,12 @@ def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
     """The classes with a device-plugin identity whose devices running device-plugin pods on
     ``node`` may hold without an adoption claim: pods placed there that request a resource of such
     a class and got no DRA devices for it (no special claim, none assumed) and no allocated adoption
-    claim covering it."""
+    claim covering it. Kept per node stamp (any pod placed there, or an allocation in its pools,
+    touches the node) and mapping (ClusterState.unadopted)."""
+    stamp = state.node_stamps.get(node)
+    cached = state.unadopted.get(node)
+    if cached is not None and stamp is not None and cached[0] == stamp and cached[1] is state.mapping:
+        return cached[2]
     found: set[str] = set()
     ids = state.identities()
     tracker = state.tracker
@@ -237,7 +242,10 @@ def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
         for resource, (_, class_name) in ids.items():
             if pod.units.get(resource) and (adopted is None or resource not in adopted):
                 found.add(class_name)
-    return frozenset(found)
+    result = frozenset(found)
+    if stamp is not None:
+        state.unadopted[node] = (stamp, state.mapping, result)
+    return result
 
 
 def special_claim_options(
