@@ -19,6 +19,11 @@
 //	DRAXR_REQUEST_<R>=r
 //	DRAXR_DEVICE_<R>_<D>=d          (one per device)
 //	DRAXR_DEVICES_<R>=d1,d2,...     (all devices of the request, sorted)
+//
+// Each device gpu-i has the attributes index (i) and uuid (the string --uuid-prefix + i, by default
+// "dev-i": the ID hack/node/deviceplugin gives its device i, as NVIDIA's DRA driver publishes as uuid
+// the GPU UUID its device plugin uses as device ID; the device-plugin-to-DRA migration matches the
+// two, tests/realnode/test_migration.py).
 package main
 
 import (
@@ -239,6 +244,7 @@ func main() {
 		registryDir = flag.String("registrar-dir", "", "kubelet's plugin registration dir (<kubelet root>/plugins_registry)")
 		pluginDir   = flag.String("plugin-dir", "", "this plugin's socket dir (<kubelet root>/plugins/<driver>)")
 		memory      = flag.String("memory", "16Gi", "capacity \"memory\" of each device")
+		uuidPrefix  = flag.String("uuid-prefix", "dev-", "attribute uuid of device gpu-i: this prefix + i (the device plugin's ID of device i)")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -246,13 +252,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "--kubeconfig, --cdi-dir, --registrar-dir and --plugin-dir are required")
 		os.Exit(2)
 	}
-	if err := run(*driverName, *nodeName, *devices, *kubeconfig, *cdiDir, *registryDir, *pluginDir, *memory); err != nil {
+	if err := run(*driverName, *nodeName, *devices, *kubeconfig, *cdiDir, *registryDir, *pluginDir, *memory, *uuidPrefix); err != nil {
 		fmt.Fprintln(os.Stderr, "draxr-draplugin:", err)
 		os.Exit(1)
 	}
 }
 
-func run(driverName, nodeName string, n int, kubeconfig, cdiDir, registryDir, pluginDir, memory string) error {
+func run(driverName, nodeName string, n int, kubeconfig, cdiDir, registryDir, pluginDir, memory, uuidPrefix string) error {
 	mem, err := resource.ParseQuantity(memory)
 	if err != nil {
 		return fmt.Errorf("--memory: %w", err)
@@ -305,10 +311,12 @@ func run(driverName, nodeName string, n int, kubeconfig, cdiDir, registryDir, pl
 	var devs []resourceapi.Device
 	for i := 0; i < n; i++ {
 		idx := int64(i)
+		uuid := fmt.Sprintf("%s%d", uuidPrefix, i)
 		devs = append(devs, resourceapi.Device{
 			Name: fmt.Sprintf("gpu-%d", i),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"index": {IntValue: &idx},
+				"uuid":  {StringValue: &uuid},
 			},
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"memory": {Value: mem},
