@@ -202,12 +202,12 @@ class NodeFilter:
             return self.cycle.filter(node)
         return None
 
-    def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int]:
-        """VolumeBinding's scores of ``nodes`` (which passed from_fit): 0 everywhere without
-        volumes (upstream runs the plugin all the same: StorageCapacityScoring is on by default,
-        so its PreScore never skips)."""
+    def volume_scores(self, nodes: Sequence[NodeInfo]) -> dict[str, int] | None:
+        """VolumeBinding's scores of ``nodes`` (which passed from_fit); None without volumes: 0 on
+        every node (upstream runs the plugin all the same: StorageCapacityScoring is on by
+        default, so its PreScore never skips), which the ranking keeps as one constant."""
         if self.volumes is None:
-            return dict.fromkeys((n.name for n in nodes), 0)
+            return None
         return volumes.score_nodes(self.volumes, {n.name: self.decisions.get(n.name) for n in nodes})
 
 
@@ -487,8 +487,7 @@ def _reference_ranking(
         return [], [], lambda i: {}
     fit = {n.name: v.fit for n, v in zip(nodes, verdicts, strict=True)}
     scores = score_nodes(cycle, state, nodes, most_allocated=scoring is not Scoring.LEAST_ALLOCATED, fit_override=fit)
-    if volume is not None:
-        scores["VolumeBinding"] = dict(volume)
+    scores["VolumeBinding"] = dict(volume) if volume is not None else dict.fromkeys((n.name for n in nodes), 0)
     by_name = weighted_totals(scores)
     totals = [by_name.get(n.name, 0) for n in nodes]
     order = sorted(range(len(nodes)), key=lambda i: (-totals[i], nodes[i].name))

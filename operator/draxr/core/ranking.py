@@ -119,6 +119,6 @@ def rank(
         affinity = normalize_affinity({n.name: affinity_node_score(topology, n.labels) for n in nodes})
         columns.append(("InterPodAffinity", [affinity[name] for name in names]))
 
-    if volume is not None:
-        columns.append(("VolumeBinding", [volume.get(name, 0) for name in names]))
+    # (upstream never skips it: 0 everywhere for a pod without volumes, one constant here)
+    columns.append(("VolumeBinding", [volume.get(name, 0) for name in names] if volume is not None else 0))
     return Ranking(names, columns)

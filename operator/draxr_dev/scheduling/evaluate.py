@@ -169,9 +169,9 @@ def _per_node(pod: PodInfo, state: ClusterState, names: list[str], prefiltered: 
         feasible.append(node)
     out: dict[str, Any] = {"filter": filters}
     scores = score_nodes(cycle, state, feasible) if feasible else {}
-    volume = node_filter.volume_scores(feasible) if feasible else None
-    if volume is not None:
-        scores["VolumeBinding"] = volume
+    if feasible:  # (0 everywhere for a pod without volumes: upstream never skips it)
+        volume = node_filter.volume_scores(feasible)
+        scores["VolumeBinding"] = volume if volume is not None else dict.fromkeys((n.name for n in feasible), 0)
     out["scores"] = scores
     if feasible:
         out["scoreSkipped"] = sorted(set(WEIGHTS) - set(scores))
