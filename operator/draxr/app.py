@@ -128,7 +128,7 @@ class Operator:  # implements handlers.Sink
         self.scheduler.pod_changed(info, old)
         if info.terminal and info.uid in self.state.special_claims:
             self._release_wake.set()
-        if (info.terminal or info.deleting) and info.uid in self.state.adopted and self.leading:
+        if info.terminal and info.uid in self.state.adopted and self.leading:
             self.migrator.pod_ended(info.uid)  # its adoption claim goes at once
         self.scheduler.cluster_changed()
 

@@ -54,7 +54,9 @@ def plans(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES
         existing = {key: c.adoption for key, c in claims.get(node, {}).items()}
         record = state.device_plugin_records.get(node)
         if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
-            out[node] = plan(record, _pods(state, record), ids, _devices(state, node, ids, features), existing)
+            out[node] = plan(
+                record, _pods(state, record), ids, _devices(state, node, ids, features), existing, _holds(state)
+            )
         else:
             out[node] = Plan(delete=[k for k, c in existing.items() if c is not None and _ended(state, c)])
     return out
@@ -65,15 +67,24 @@ def _pods(state: ClusterState, record: NodeRecord) -> dict[tuple[str, str], PodR
     placed = (state.pods[uid] for uid in state.placed.get(record.node, ()))
     by_name = {(p.namespace, p.name): p for p in placed if p.node_name == record.node}
     return {
-        key: PodRef(p.uid, p.node_name, not (p.terminal or p.deleting), epoch(p.created))
+        key: PodRef(p.uid, p.node_name, not p.terminal, epoch(p.created))
         for key in record.pods()
         if (p := by_name.get(key)) is not None
     }
 
 
+def _holds(state: ClusterState) -> Callable[[str], bool]:
+    def holds(uid: str) -> bool:
+        pod = state.pods.get(uid)
+        return pod is not None and not pod.terminal
+
+    return holds
+
+
 def _ended(state: ClusterState, claim: AdoptionClaim) -> bool:
+    """Its pod finished or is gone (a pod being deleted holds its devices until it stops)."""
     pod = state.pods.get(claim.pod_uid)
-    return pod is None or pod.terminal or pod.deleting
+    return pod is None or pod.terminal
 
 
 def _devices(

@@ -454,16 +454,6 @@ async def test_the_agent_killed_and_restarted_mid_move_neither_frees_nor_leaks_a
         await _hand_out(kube, control_plane, m)
 
 
-KUBELET_RESTART_BUG = (
-    "product bug: kubelet deletes the node's ResourceSlices when it starts (the DRA plugin republishes "
-    "them 30 s later); meanwhile the migrator, with a fresh record, finds the old pod's IDs unmatched and "
-    "deletes its adoption claim (core.migration.plan: the pod is not wanted any more), and writes it "
-    "again only once the slice is back: kube-scheduler, retrying on the slice's return, was seen to "
-    "allocate a device of the running pod before that (2 runs of 2)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=KUBELET_RESTART_BUG)
 @pytest.mark.timeout(600)
 async def test_a_kubelet_restart_mid_move_keeps_the_adoption_claim(
     kube: Kube,
@@ -530,15 +520,6 @@ async def test_a_kubelet_restart_mid_move_keeps_the_adoption_claim(
         assert old["status"]["phase"] == "Running", old["status"]
 
 
-DELETION_BUG = (
-    "product bug: the migrator deletes an adoption claim as soon as its pod has a deletionTimestamp "
-    "(migrator._ended, and core.migration.plan via PodRef.running), while its containers may still run "
-    "and use the devices for up to terminationGracePeriodSeconds: kube-scheduler allocated one of them "
-    "at once to a pending pod (draxr itself waits: the pod's devices count as not adopted)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=DELETION_BUG)
 @pytest.mark.timeout(600)
 async def test_a_deleted_device_plugin_pod_keeps_its_devices_while_its_container_stops(
     kube: Kube,

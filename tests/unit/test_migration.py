@@ -317,3 +317,21 @@ def test_a_pod_made_after_the_record_was_read_does_not_get_the_devices_of_its_na
     assert _plan(rec, {("ns", "p"): later}).create == []
     earlier = PodRef("uid-old", "n1", True, parsed.observed - 5)
     assert [c.pod_uid for c in _plan(rec, {("ns", "p"): earlier}).create] == ["uid-old"]
+
+
+def test_a_running_pods_claim_stays_while_its_ids_match_no_device_for_a_while() -> None:
+    """kubelet deletes its node's slices when it starts; the driver publishes them again later."""
+    kept = _plan(record(pods=[("ns", "p", ["GPU-1"])]), {("ns", "p"): RUNNING}).create[0]
+    parsed = parse_record(record(pods=[("ns", "p", ["GPU-1"])]))
+    assert not isinstance(parsed, str)
+    no_slices = plan(parsed, {("ns", "p"): RUNNING}, IDS, {CLASS: []}, {kept.key: kept})
+    assert no_slices.delete == []
+    assert [u.device_id for u in no_slices.unmatched] == ["GPU-1"]
+    gone = plan(parsed, {}, IDS, {CLASS: []}, {kept.key: kept})
+    assert gone.delete == [kept.key]  # the pod itself went: its claim goes
+    empty = parse_record(record(pods=[]))  # kubelet starting may list no pod for a moment
+    assert not isinstance(empty, str)
+    still = plan(empty, {}, IDS, {CLASS: []}, {kept.key: kept}, holds=lambda uid: uid == "uid-p")
+    assert still.delete == []
+    ended = plan(empty, {}, IDS, {CLASS: []}, {kept.key: kept}, holds=lambda uid: False)
+    assert ended.delete == [kept.key]

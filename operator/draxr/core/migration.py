@@ -16,7 +16,7 @@ one, is reported (``Unmatched``), never guessed; the pod's claim then waits.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -327,7 +327,7 @@ class PodRef:
 
     uid: str
     node: str
-    running: bool  # not finished, not being deleted
+    running: bool  # not finished (a pod being deleted still holds its devices until it stops)
     created: float | None = None  # epoch seconds; a pod made after the record was read is not in it
 
 
@@ -345,14 +345,23 @@ def plan(
     identities: Mapping[str, tuple[Identity, str]],
     devices_of_class: Mapping[str, Sequence[DeviceInfo]],
     existing: Mapping[str, AdoptionClaim | None],
+    holds: Callable[[str], bool] | None = None,
 ) -> Plan:
     """What to write for one node with a fresh record. ``identities``: resource -> (identity, the
     DeviceClass that serves it by DRA); resources without one are the device plugin's alone.
     ``devices_of_class``: the node's devices per class. ``existing``: the node's adoption claims
     by key, None for one that cannot be read (never allocated: a create whose status write failed).
-    A claim whose pod is gone, ended, or no longer in the record goes; a claim that differs from
-    what the record says now, or cannot be read, is replaced (deleted, then created on the next
-    pass)."""
+    ``holds(pod uid)``: the pod still holds its devices (not finished, not gone; default: a running
+    pod of ``pods``).
+
+    A claim goes when its pod no longer holds its devices, or when it cannot be read; one that
+    differs from what the record says now is replaced (deleted, then created on the next pass).
+    A claim of a pod that still holds its devices stays while the record omits the pod or its IDs
+    match no device for a while: kubelet restarting (it deletes its node's slices when it starts,
+    and may list no pod for a moment) does not free the devices."""
+    if holds is None:
+        running = {ref.uid for ref in pods.values() if ref.running}
+        holds = running.__contains__
     out = Plan()
     wanted: dict[str, AdoptionClaim] = {}
     for (ns, pod_name), held in sorted(record.pods().items()):
@@ -384,7 +393,9 @@ def plan(
         claim = AdoptionClaim(ns, pod_name, ref.uid, record.node, tuple(requests), record.uid)
         wanted[claim.key] = claim
     for key, written in existing.items():
-        if written is None or wanted.get(key) != written:
+        if written is None or not holds(written.pod_uid):
             out.delete.append(key)
+        elif key in wanted and wanted[key] != written:
+            out.delete.append(key)  # replaced with what the record says now
     out.create = [claim for key, claim in wanted.items() if key not in existing]
     return out
