@@ -147,7 +147,18 @@ class NodeFilter:
     between the two; the differential harness (draxr_dev.scheduling.evaluate) runs the same two
     calls without DRA. VolumeBinding's decision on each node that passed is kept in ``decisions``."""
 
-    __slots__ = ("checks", "cycle", "decisions", "narrowed", "pod", "resources", "storage", "view", "volumes")
+    __slots__ = (
+        "checks",
+        "cycle",
+        "decisions",
+        "narrowed",
+        "node_gated",
+        "pod",
+        "resources",
+        "storage",
+        "view",
+        "volumes",
+    )
 
     def __init__(
         self,
@@ -162,11 +173,17 @@ class NodeFilter:
         self.narrowed = cycle.names.names
         # The node-local filters this pod does not skip, in the profile's order.
         self.checks = tuple(c for plugin in NODE_LOCAL_FILTERS if (c := plugin.prefilter(pod)) is not None)
+        # Only NodeUnschedulable and TaintToleration run: a schedulable, untainted node passes.
+        self.node_gated = len(self.checks) <= 2 and not (
+            self.view.node_name or self.view.node_selector or self.view.required_node_affinity or pod.host_ports
+        )
         self.resources = node_resources_fit.PLUGIN.prefilter(pod)
 
     def before_fit(self, node: NodeInfo, usage: NodeUsage) -> Status | None:
         if self.narrowed is not None and node.name not in self.narrowed:
             return unresolvable("", self.cycle.names.absent_reason)
+        if self.node_gated and not node.unschedulable and not node.taints:
+            return None  # (the pod asks nothing the other filters check: the common node passes)
         for check in self.checks:
             status = check(node, usage)
             if status is not None:
@@ -413,6 +430,7 @@ class _NodeLocal:
         "balanced",
         "candidates",
         "filters",
+        "identities",
         "prepared",
         "resources",
         "restricted",
@@ -433,7 +451,10 @@ class _NodeLocal:
         self.filters, self.prepared, self.shared = filters, prepared, shared
         self.candidates = frozenset(prepared.candidates)
         self.restricted = prepared.node_restricted
-        self.resources = node_resources_fit.PLUGIN.prefilter(pod, state, scoring, device_scoring)
+        self.resources = node_resources_fit.PLUGIN.prefilter(
+            pod, state, scoring, device_scoring, filters.resources.checked
+        )
+        self.identities = bool(state.identities())  # (a node moving back to its device plugin)
         self.balanced = balanced_allocation.PLUGIN.prescore(pod)
         self.taint = taint_toleration.PLUGIN.prescore(pod)
         self.affinity = node_affinity.PLUGIN.prescore(pod)
@@ -454,7 +475,7 @@ class _NodeLocal:
         if problem is not None:
             return NodeVerdict(problem=problem)
         rejection = self.resources.filter(node, filtered or usage, ext.dra, ext.reasons)
-        if rejection is None:
+        if rejection is None and ext.device_plugin and self.identities:
             rejection = self.resources.device_plugin_conflict(node, ext)
         if rejection is not None:
             return NodeVerdict(rejection)
@@ -465,7 +486,7 @@ class _NodeLocal:
             ext,
             self.resources.score(node, usage, ext),
             balanced(node, usage) if balanced is not None else 0,
-            self.taint(node, usage),
+            self.taint(node, usage) if node.taints else 0,
             affinity(node, usage) if affinity is not None else 0,
         )
 

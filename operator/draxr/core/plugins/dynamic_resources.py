@@ -100,13 +100,14 @@ class DynamicResources:
     serves some of the pod's extended resources by DRA). Claims allocated already are only
     reserved. The allocator is built once (one snapshot of the allocated devices per cycle)."""
 
-    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "no_fit_now", "pod", "state")
+    __slots__ = ("_allocated", "_allocator", "ccycle", "features", "memo", "migrating", "no_fit_now", "pod", "state")
 
     def __init__(self, pod: PodInfo, state: ClusterState, features: Features, ccycle: ClaimsCycle | None) -> None:
         self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
         self._allocator: Allocator | None = None
         self._allocated: AllocatedState | None = None
         self.memo = state.static_no_fit()
+        self.migrating = bool(state.identities())  # some class declares a device-plugin identity
         # The rejections kept per node stamp hold for the state's allocations as they are, so not
         # for a pod whose held devices are its own to take, nor for a dry run's (use_allocated).
         self.no_fit_now = None if state.tracker.is_assumed(held_claim_key(pod.uid)) else state.no_fit_now()
@@ -147,7 +148,7 @@ class DynamicResources:
             if unavailable:
                 return self._reject(pod_claims.NOT_AVAILABLE)
             return DraFit(None, option=options[0], claims=self._decisions(()))
-        if self.state.identities():
+        if self.migrating:
             gaps = unadopted_classes(self.state, node.name)
             if gaps and not gaps.isdisjoint(self._classes(user, options)):
                 return DraFit(unschedulable(DRA, NOT_ADOPTED), NOT_ADOPTED)

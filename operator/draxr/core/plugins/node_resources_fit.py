@@ -66,9 +66,14 @@ class Fit:
     __slots__ = ("checked", "cpu", "device_scoring", "least", "memory", "state")
 
     def __init__(
-        self, pod: PodInfo, state: ClusterState | None, scoring: Scoring, device_scoring: Scoring | None
+        self,
+        pod: PodInfo,
+        state: ClusterState | None,
+        scoring: Scoring,
+        device_scoring: Scoring | None,
+        checked: list[tuple[str, int]] | None = None,
     ) -> None:
-        self.checked = fit_checked(pod)
+        self.checked = fit_checked(pod) if checked is None else checked
         self.cpu, self.memory = pod.nonzero
         self.least = scoring is Scoring.LEAST_ALLOCATED
         self.state, self.device_scoring = state, device_scoring
@@ -133,8 +138,10 @@ class NodeResourcesFit:
         state: ClusterState | None = None,
         scoring: Scoring = Scoring.LEAST_ALLOCATED,
         device_scoring: Scoring | None = None,
+        checked: list[tuple[str, int]] | None = None,
     ) -> Fit:
-        return Fit(pod, state, scoring, device_scoring)
+        """``checked``: fit_checked(pod) when the caller has it already."""
+        return Fit(pod, state, scoring, device_scoring, checked)
 
 
 PLUGIN = NodeResourcesFit()
