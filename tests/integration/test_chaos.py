@@ -27,7 +27,6 @@ async def test_chaos_run_breaks_no_invariant() -> None:
     t0 = time.monotonic()
     result = await chaos.run_chaos(cfg)
     print(f"\n{chaos.table(result)}\n[chaos] wall {time.monotonic() - t0:.0f} s, seed {cfg.seed}")
-    assert result["fault_phase_s"] >= 180
     assert {k: f["count"] for k, f in result["faults"].items() if f["count"] == 0} == {}, "every kind of fault"
     assert result["pods_bound"] > 0
     assert result["checked"]["placements"] > 0
