@@ -35,6 +35,7 @@ from draxr.core.migration import (
     node_devices,
     plan,
 )
+from draxr.core.plugins.dynamic_resources import got_dra_devices
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.kube import RESOURCE_CLAIMS, ApiException, Kube, Resource, api_message
@@ -139,7 +140,7 @@ def report(state: ClusterState, now: float, features: Features = DEFAULT_FEATURE
     for node, uids in state.placed.items():
         for uid in uids:
             p = state.pods[uid]
-            if p.claim_name or uid in state.special_claims:
+            if got_dra_devices(state, p):
                 continue
             resources = tuple(r for r in sorted(ids) if p.units.get(r))
             if resources:

@@ -222,6 +222,13 @@ class DynamicResources:
         return tuple(out)
 
 
+def got_dra_devices(state: ClusterState, pod: PodInfo) -> bool:
+    """The pod's extended resources came from DRA (a special claim, seen or still assumed), not
+    from a device plugin."""
+    uid = pod.uid
+    return bool(pod.claim_name) or uid in state.special_claims or state.tracker.is_assumed(assumed_claim_key(uid))
+
+
 def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
     """The classes with a device-plugin identity whose devices running device-plugin pods on
     ``node`` may hold without an adoption claim: pods placed there that request a resource of such
@@ -234,10 +241,9 @@ def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
         return cached[2]
     found: set[str] = set()
     ids = state.identities()
-    tracker = state.tracker
     for uid in state.placed.get(node, ()):
         pod = state.pods[uid]
-        if pod.claim_name or uid in state.special_claims or tracker.is_assumed(assumed_claim_key(uid)):
+        if got_dra_devices(state, pod):
             continue
         adopted = state.adopted.get(uid)
         for resource, (_, class_name) in ids.items():
