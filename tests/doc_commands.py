@@ -49,7 +49,7 @@ def blocks(page: str | Path) -> list[Block]:
         body: list[str] = []
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith(fence):
-            body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j].lstrip())
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j].lstrip())
             j += 1
         out.append(Block(rel, i + 1, info, "\n".join(body) + "\n"))
         i = j + 1
