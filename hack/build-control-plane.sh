@@ -2,7 +2,11 @@
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok from the Go
 # module proxy into ~/.cache/draxr/bin/<key>/ and publishes them atomically. Returns at once when the
 # cache is complete. Prints the directory on the last line of stdout.
-# Settings: K8S_VERSION (v1.37.2), ETCD_VERSION (v3.7.3), KWOK_VERSION (v0.8.0), DRAXR_CACHE.
+# Settings: K8S_VERSION (v1.37.2), ETCD_VERSION (v3.7.3), KWOK_VERSION (v0.8.0), DRAXR_CACHE, and
+# K8S_BINARIES (all four: "kube-apiserver kube-controller-manager kube-scheduler kubectl"): the
+# Kubernetes binaries wanted, for a version the tests need only a part of (tests/integration/
+# test_versions.py: no kubectl, the default version's serves every cluster); a later call that wants
+# more adds the missing ones to the same directory.
 set -euo pipefail
 
 DEFAULT_K8S_VERSION=v1.37.2
@@ -18,10 +22,20 @@ TOOLS="etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}-k8s${KWOK_STAGING}_$(go env GOV
 KEY="k8s-${K8S_VERSION}_${TOOLS}"
 OUT="$CACHE/bin/$KEY"
 SRC="$CACHE/src/$KEY"
+ALL_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+K8S_BINARIES=${K8S_BINARIES:-$ALL_BINARIES}
 
 log() { echo "[build-control-plane] $*" >&2; }
 
-if [ -f "$OUT/.complete" ]; then
+for b in $K8S_BINARIES; do
+  case " $ALL_BINARIES " in *" $b "*) ;; *) log "K8S_BINARIES: unknown binary $b"; exit 1 ;; esac
+done
+have_all() {  # the cache holds every wanted binary
+  [ -f "$OUT/.complete" ] || return 1
+  for b in $K8S_BINARIES; do [ -x "$OUT/$b" ] || return 1; done
+}
+
+if have_all; then
   echo "$OUT"
   exit 0
 fi
@@ -30,7 +44,7 @@ mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 log "waiting for the build lock $CACHE/.lock"
 flock 9
-if [ -f "$OUT/.complete" ]; then echo "$OUT"; exit 0; fi
+if have_all; then echo "$OUT"; exit 0; fi
 
 avail_kb=$(df -Pk "$CACHE" | awk 'NR==2 {print $4}')
 if [ "$avail_kb" -lt $((8 * 1024 * 1024)) ]; then
@@ -42,6 +56,10 @@ log "a cold build takes about 15 minutes on 2 cores (Go caches empty); later run
 start=$(date +%s)
 rm -rf "$OUT.tmp"
 mkdir -p "$SRC/k8s" "$SRC/etcd" "$OUT.tmp"
+# A directory with some of the binaries: keep them (etcd, kwok included), build the missing ones.
+if [ -f "$OUT/.complete" ]; then cp -a "$OUT/." "$OUT.tmp/"; rm -f "$OUT.tmp/.complete"; fi
+missing=()
+for b in $K8S_BINARIES; do [ -x "$OUT.tmp/$b" ] || missing+=("$b"); done
 
 # --- Kubernetes: a wrapper module that replaces every staging module with its published version.
 cd "$SRC/k8s"
@@ -55,21 +73,16 @@ done
 other=$(grep -nE '=>' "$KMOD" | grep -v '\./staging/' || true)
 [ -z "$other" ] || log "k8s.io/kubernetes has non-staging replaces (not copied): $other"
 log "resolving modules"
-go get "k8s.io/kubernetes/cmd/kube-apiserver@${K8S_VERSION}" \
-       "k8s.io/kubernetes/cmd/kube-controller-manager@${K8S_VERSION}" \
-       "k8s.io/kubernetes/cmd/kube-scheduler@${K8S_VERSION}" \
-       "k8s.io/kubernetes/cmd/kubectl@${K8S_VERSION}" >&2
+pkgs=()
+for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+go get "${pkgs[@]/%/@${K8S_VERSION}}" >&2
 MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
 LDF="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LDF="$LDF -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${MINOR} -X $p.gitTreeState=clean"
 done
-log "compiling kube-apiserver, kube-controller-manager, kube-scheduler, kubectl"
-go build -trimpath -ldflags "$LDF" -o "$OUT.tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl
+log "compiling ${missing[*]}"
+go build -trimpath -ldflags "$LDF" -o "$OUT.tmp/" "${pkgs[@]}"
 log "kubernetes done after $(( $(date +%s) - start ))s"
 
 # --- etcd and kwok do not depend on K8S_VERSION: a second Kubernetes version (the 1.35 control
@@ -78,7 +91,9 @@ donor=""
 for d in "$CACHE"/bin/k8s-*"_${TOOLS}"; do
   if [ "$d" != "$OUT" ] && [ -f "$d/.complete" ] && [ -x "$d/etcd" ] && [ -x "$d/kwok" ]; then donor=$d; break; fi
 done
-if [ -n "$donor" ]; then
+if [ -x "$OUT.tmp/etcd" ] && [ -x "$OUT.tmp/kwok" ]; then
+  log "etcd and kwok kept from the earlier build"
+elif [ -n "$donor" ]; then
   cp -r "$donor/etcd" "$donor/kwok" "$donor/stages" "$OUT.tmp/"
   log "etcd and kwok copied from $donor"
 else
@@ -114,7 +129,7 @@ else
   log "kwok done after $(( $(date +%s) - start ))s"
 fi
 
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok; do
+for b in $K8S_BINARIES etcd kwok; do
   test -x "$OUT.tmp/$b" || { log "missing $b"; exit 1; }
 done
 "$OUT.tmp/kube-apiserver" --version >&2

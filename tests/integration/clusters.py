@@ -12,14 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from draxr.kube import SERVICE_ACCOUNTS, Kube
-from draxr_dev.devcluster.binaries import ensure_binaries
+from draxr_dev.devcluster.binaries import KUBERNETES_BINARIES, ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 
 @contextlib.contextmanager
-def extra_control_plane(prefix: str, options: Options, k8s_version: str | None = None) -> Iterator[ControlPlane]:
-    """Started in a fresh temp dir, stopped and removed afterwards (kept with DRAXR_KEEP_RUN_DIR)."""
-    cp = ControlPlane(ensure_binaries(k8s_version), Path(tempfile.mkdtemp(prefix=f"draxr-cp-{prefix}.")), options)
+def extra_control_plane(
+    prefix: str, options: Options, k8s_version: str | None = None, kubernetes: tuple[str, ...] = KUBERNETES_BINARIES
+) -> Iterator[ControlPlane]:
+    """Started in a fresh temp dir, stopped and removed afterwards (kept with DRAXR_KEEP_RUN_DIR).
+    ``kubernetes``: the Kubernetes binaries ``k8s_version`` needs built (see ensure_binaries)."""
+    binaries = ensure_binaries(k8s_version, kubernetes)
+    cp = ControlPlane(binaries, Path(tempfile.mkdtemp(prefix=f"draxr-cp-{prefix}.")), options)
     try:
         cp.start()
         yield cp

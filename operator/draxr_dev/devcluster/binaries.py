@@ -9,14 +9,15 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
-REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
-def ensure_binaries(k8s_version: str | None = None) -> Path:
+def ensure_binaries(k8s_version: str | None = None, kubernetes: tuple[str, ...] = KUBERNETES_BINARIES) -> Path:
     """Return the directory holding the binaries, building them first when the cache is cold.
 
     ``DRAXR_BIN_DIR`` points at a ready directory of the default version and skips the build script;
-    ``k8s_version`` (e.g. "v1.35.4") asks the build script for another one. The build prints its
+    ``k8s_version`` (e.g. "v1.35.4") asks the build script for another one, with only the Kubernetes
+    binaries named in ``kubernetes`` (K8S_BINARIES; etcd and kwok always). The build prints its
     progress to the real stderr so that a cold build under pytest's capture is still visible.
     """
     preset = os.environ.get("DRAXR_BIN_DIR")
@@ -24,6 +25,7 @@ def ensure_binaries(k8s_version: str | None = None) -> Path:
         out = Path(preset)
     else:
         env = {**os.environ, **({"K8S_VERSION": k8s_version} if k8s_version else {})}
+        env["K8S_BINARIES"] = " ".join(kubernetes)
         print(f"[draxr] ensuring control-plane binaries via {BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
         proc = subprocess.run(
             ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False, env=env
@@ -31,7 +33,7 @@ def ensure_binaries(k8s_version: str | None = None) -> Path:
         if proc.returncode != 0:
             raise RuntimeError(f"building the control plane failed (exit {proc.returncode}); see the log above")
         out = Path(proc.stdout.strip().splitlines()[-1])
-    missing = [b for b in REQUIRED if not (out / b).is_file()]
+    missing = [b for b in ("etcd", "kwok", *kubernetes) if not (out / b).is_file()]
     if missing:
         raise RuntimeError(f"control-plane binaries missing in {out}: {', '.join(missing)}")
     return out
