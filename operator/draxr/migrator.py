@@ -46,20 +46,68 @@ log = logs.get("draxr.migrator")
 RECORDS = Resource(GROUP, "v1alpha1", RECORD_PLURAL, False)
 
 
-def plans(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES) -> dict[str, Plan]:
-    """Per node with a record or adoption claims, what to write now."""
+class Inputs:
+    """Everything ``plan`` reads of one node: the node's stamp (drawn afresh when its object, its
+    pods (placed, finished, gone), its slices or the allocations in its pools change) and, by
+    identity (replaced on every change), the record, the mapping (rebuilt when a class changes) and
+    the node's adoption claims (one whose status was never written allocates nothing: no new
+    stamp). tests/unit/test_migration_memo.py fails without any one of them."""
+
+    __slots__ = ("_objects", "_values")
+
+    def __init__(self, objects: tuple[object, ...], values: tuple[object, ...]) -> None:
+        self._objects, self._values = objects, values
+
+    def same(self, other: Inputs) -> bool:
+        return (
+            len(self._objects) == len(other._objects)
+            and all(a is b for a, b in zip(self._objects, other._objects, strict=True))
+            and self._values == other._values
+        )
+
+
+# node -> the inputs of its last plan and that plan, kept while it had nothing to write
+Memo = dict[str, tuple[Inputs, Plan]]
+
+
+def plans(
+    state: ClusterState, now: float, features: Features = DEFAULT_FEATURES, memo: Memo | None = None
+) -> dict[str, Plan]:
+    """Per node with a record or adoption claims, what to write now. With ``memo``, a node whose
+    inputs are those of its last plan, and that plan wrote nothing, is not planned again (the
+    periodic passes over hundreds of settled nodes cost next to nothing)."""
     ids = state.identities()
     claims = state.adoption_claims()
+    holds = _holds(state)
     out: dict[str, Plan] = {}
-    for node in sorted(set(claims) | set(state.device_plugin_records)):
-        existing = {key: c.adoption for key, c in claims.get(node, {}).items()}
+    nodes = sorted(set(claims) | set(state.device_plugin_records))
+    for node in nodes:
+        node_claims = claims.get(node, {})
+        existing = {key: c.adoption for key, c in node_claims.items()}
         record = state.device_plugin_records.get(node)
         if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
-            out[node] = plan(
-                record, _pods(state, record), ids, _devices(state, node, ids, features), existing, _holds(state)
+            inputs = Inputs(
+                (record, state.mapping, *node_claims.values()),
+                (state.node_stamps.get(node), tuple(node_claims)),
             )
+            last = memo.get(node) if memo is not None else None
+            if last is not None and last[0].same(inputs):
+                out[node] = last[1]
+                continue
+            pods = _pods(state, record)
+            out[node] = plan(record, pods, ids, _devices(state, node, ids, features), existing, holds)
+            if memo is not None:
+                if out[node].create or out[node].delete:
+                    memo.pop(node, None)  # a write may fail: plan it again next pass
+                else:
+                    memo[node] = (inputs, out[node])
         else:
             out[node] = Plan(delete=[k for k, c in existing.items() if c is not None and _ended(state, c)])
+            if memo is not None:
+                memo.pop(node, None)
+    if memo is not None:
+        for gone in set(memo) - set(nodes):
+            del memo[gone]
     return out
 
 
@@ -181,6 +229,7 @@ class Migrator:
         self.writers = writers
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_unmatched_change: Callable[[], None] | None = None  # (the mapping CRs' status)
+        self._memo: Memo = {}  # (plans: settled nodes are not planned again)
 
     def unmatched(self, resource: str) -> list[str]:
         """The unmatched IDs of ``resource`` as the last pass found them, described."""
@@ -206,7 +255,7 @@ class Migrator:
     async def pass_once(self) -> Plan:
         """One pass over every node, deletions first, at most ``writers`` writes in flight;
         returns what was done, summed."""
-        planned = list(plans(self.state, self.clock(), self.features).values())
+        planned = list(plans(self.state, self.clock(), self.features, self._memo).values())
         done = Plan()
         gate = asyncio.Semaphore(self.writers)
 
