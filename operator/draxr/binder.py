@@ -76,6 +76,13 @@ class BindingFailed(Exception):
         self.pod_gone = pod_gone
 
 
+# kube-apiserver without DRAExtendedResource (off by default in 1.34/1.35, can be turned off in 1.36)
+# drops the pod status field without an error; a pod bound without it runs without its devices.
+STATUS_DROPPED = (
+    "the API server dropped status.extendedResourceClaimStatus: kube-apiserver runs without the "
+    "DRAExtendedResource feature gate (Kubernetes 1.34/1.35: turn it on in kube-apiserver, "
+    "kube-controller-manager and the kubelets)"
+)
 VOLUME_BINDING = 'running PreBind plugin "VolumeBinding"'  # how upstream's framework prefixes its errors
 DYNAMIC_RESOURCES = 'running PreBind plugin "DynamicResources"'
 VOLUME_POLL_SECONDS = 1.0  # the binder's wait.PollUntilContextTimeout interval
@@ -90,6 +97,9 @@ class Binder:
     slots: asyncio.Semaphore | None = None
     volume_bind_timeout: float = 600.0
     volume_poll: float = VOLUME_POLL_SECONDS
+    # The API server kept a pod status written here (STATUS_DROPPED): from then on the status
+    # patch's answer, a whole pod, is not decoded.
+    status_kept: bool = False
 
     def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self.slots if self.slots is not None else contextlib.nullcontext()
@@ -366,13 +376,19 @@ class Binder:
 
     async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
         patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
+        check = not self.status_kept  # (after that, its answer is not read: the pods watch brings it)
         try:
-            # (its answer, the whole pod, is not read: the pods watch brings it)
-            await self.kube.patch(
-                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH, answer=False
+            answer = await self.kube.patch(
+                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH, answer=check
             )
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
+        if check:
+            kept = ((answer.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+            if kept != claim_name:
+                log.error("pod status dropped by the API server", pod=pod.key, why=STATUS_DROPPED)
+                raise BindingFailed("write pod status", STATUS_DROPPED)
+            self.status_kept = True
 
     async def _clear_pod_status(self, pod: PodInfo, claim_name: str) -> None:
         """A lost binding race (adoption mode: kube-scheduler bound the pod first) must not leave the

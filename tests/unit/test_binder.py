@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from draxr.binder import Binder, BindingFailed
+from draxr.binder import STATUS_DROPPED, Binder, BindingFailed
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, schedule
 from draxr.core.state import ClusterState
@@ -121,7 +121,7 @@ class Recording:
 
     async def patch(self, res: Any, name: str, body: Any, *_: Any, **__: Any) -> dict[str, Any]:
         self.bodies.append(("patch", body))
-        return {}
+        return copy.deepcopy(body)  # (the pod status patch: the API server kept it)
 
 
 async def test_the_allocation_is_written_without_managed_fields_and_nothing_else_changes() -> None:
@@ -138,3 +138,62 @@ async def test_the_allocation_is_written_without_managed_fields_and_nothing_else
     del answered["metadata"]["managedFields"]
     assert {k: v for k, v in status_write.items() if k != "status"} == answered
     assert status_write["status"]["allocation"]["devices"] == decision.allocation["devices"]  # type: ignore[index]
+
+
+class DroppingStatus(Recording):
+    """kube-apiserver without DRAExtendedResource (1.34/1.35's default): the pod status patch is
+    answered without the field (``drop``); records which writes asked for their answer."""
+
+    def __init__(self, drop: bool) -> None:
+        super().__init__()
+        self.drop = drop
+        self.asked: list[bool] = []
+        self.deleted: list[str] = []
+
+    async def patch(self, res: Any, name: str, body: Any, *_: Any, **kw: Any) -> dict[str, Any]:
+        self.bodies.append(("patch", body))
+        if res.plural != "pods":
+            return {}
+        self.asked.append(kw.get("answer", True))
+        return {"status": {}} if self.drop else copy.deepcopy(body)
+
+    async def get(self, res: Any, name: str, *_: Any, **__: Any) -> dict[str, Any]:
+        return self.answers[0]
+
+    async def delete(self, res: Any, name: str, *_: Any, **__: Any) -> dict[str, Any]:
+        self.deleted.append(name)
+        return {}
+
+    async def request(self, method: str, path: str, *_: Any, **__: Any) -> dict[str, Any]:
+        self.deleted.append(path.rsplit("/", 1)[1])
+        return {}
+
+
+async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the_claim_back() -> None:
+    """Without the gate the API server drops status.extendedResourceClaimStatus silently: a pod bound
+    then would run without its devices. The binding fails naming the gate, before the Binding, and
+    the claim is deleted; once a status was kept, the patch's answer is no longer decoded."""
+    state = cluster({"n1": 2})
+    info, decision = decide(state)
+    api = DroppingStatus(drop=True)
+    binder = Binder(api, state, Recorder())  # type: ignore[arg-type]
+    with pytest.raises(BindingFailed) as failed:
+        await binder.bind(info, decision)
+    assert str(failed.value) == f"write pod status: {STATUS_DROPPED}"
+    assert [what for what, _ in api.bodies][:3] == ["create", "replace", "patch"]
+    assert "create" not in [what for what, _ in api.bodies[3:]]  # no Binding
+    assert api.deleted == ["p-extended-resources-x"]
+    assert api.asked == [True]
+    assert not binder.status_kept
+
+    kept = DroppingStatus(drop=False)
+    state = cluster({"n1": 4})
+    binder = Binder(kept, state, Recorder())  # type: ignore[arg-type]
+    for name in ("p", "q"):
+        info = state.upsert_pod(pod(name, gpus=2))
+        decision = schedule(info, state, features=DEFAULT_FEATURES)
+        assert isinstance(decision, Decision)
+        state.assume_allocation(f"<assumed>/{info.uid}", decision.allocation or {})
+        await binder.bind(info, decision)
+    assert kept.asked == [True, False]
+    assert binder.status_kept
