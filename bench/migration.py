@@ -63,6 +63,7 @@ from draxr.migrator import RECORDS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
+from draxr_dev.devcluster.records import fake_record, one_resource
 from e2e import (
     AUDIT_POLICY,
     DRAXR_NS,
@@ -105,29 +106,8 @@ def dp_pod(k: int, nodes: int) -> JSON:
 
 
 def record(node: str, pods: list[tuple[str, str]]) -> JSON:
-    """The node agent's record: ``pods`` (name, device uuid), sorted by namespace and name."""
-    entries = [
-        {
-            "namespace": DP_NS,
-            "name": name,
-            "containers": [{"name": "c", "devices": [{"resourceName": EXT, "deviceIDs": [dev]}]}],
-        }
-        for name, dev in sorted(pods)
-    ]
-    return {
-        "apiVersion": "draxr.io/v1alpha1",
-        "kind": "DevicePluginRecord",
-        "metadata": {"name": node},
-        "spec": {
-            "nodeName": node,
-            "observedTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "refreshSeconds": 300,
-            "agentVersion": "bench",
-            "podCount": len(entries),
-            "deviceCount": len(entries),
-            "pods": entries,
-        },
-    }
+    """The node agent's record: ``pods`` (name, device uuid)."""
+    return fake_record(node, one_resource(DP_NS, EXT, [(name, [dev]) for name, dev in pods]), refresh_seconds=300)
 
 
 # ---- set-up ---------------------------------------------------------------------------------------------

@@ -14,35 +14,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from draxr.core.migration import ID_ATTRIBUTE_ANNOTATION
 from draxr.core.state import ClusterState
 from draxr.migrator import Memo, plans
 from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.records import fake_record
 
 OBSERVED = "2026-12-05T07:00:00Z"
 NOW = 1_796_454_010.0  # 10 s after OBSERVED: every record is fresh
 GPU = "example.com/gpu"
-
-
-def _record(node: str, pods: dict[str, int]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": node, "uid": f"rec-{node}"},
-        "spec": {
-            "nodeName": node,
-            "observedTime": OBSERVED,
-            "refreshSeconds": 30,
-            "pods": [
-                {
-                    "namespace": "dp",
-                    "name": name,
-                    "containers": [{"name": "c", "devices": [{"resourceName": GPU, "deviceIDs": [f"{node}-gpu-{i}"]}]}],
-                }
-                for name, i in pods.items()
-            ],
-        },
-    }
 
 
 def _settled(nodes: int, devices: int) -> ClusterState:
@@ -67,7 +48,8 @@ def _settled(nodes: int, devices: int) -> ClusterState:
                 }
             )
             pods[name] = i
-        state.upsert_record(_record(node, pods))
+        held = {("dp", name): {GPU: [f"{node}-gpu-{i}"]} for name, i in pods.items()}
+        state.upsert_record(fake_record(node, held, observed=OBSERVED))
     for p in plans(state, NOW).values():
         for claim in p.create:
             state.upsert_claim({**claim.body(), "status": claim.status()})

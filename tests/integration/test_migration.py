@@ -20,7 +20,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from draxr.kube import EVENTS, PODS, RESOURCE_CLAIMS, Kube
 from draxr.migrator import RECORDS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
+from draxr_dev.devcluster.records import fake_record
 
 from . import manifests
 from .helpers import SCHEDULER, eventually, pod
@@ -90,25 +90,7 @@ def body(name: str, ext: str, count: int, scheduler: str, node: str = "") -> JSO
 
 
 def record(node: str, namespace: str, pod_name: str, ext: str, ids: list[str]) -> JSON:
-    return {
-        "apiVersion": "draxr.io/v1alpha1",
-        "kind": "DevicePluginRecord",
-        "metadata": {"name": node},
-        "spec": {
-            "nodeName": node,
-            "observedTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "refreshSeconds": 300,
-            "podCount": 1,
-            "deviceCount": len(ids),
-            "pods": [
-                {
-                    "namespace": namespace,
-                    "name": pod_name,
-                    "containers": [{"name": "main", "devices": [{"resourceName": ext, "deviceIDs": ids}]}],
-                }
-            ],
-        },
-    }
+    return fake_record(node, {(namespace, pod_name): {ext: ids}}, refresh_seconds=300)
 
 
 async def devices_of(kube: Kube, namespace: str, pod_name: str) -> list[str] | None:

@@ -34,6 +34,7 @@ from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane, free_port
 from draxr_dev.devcluster.podresources import FakeKubelet, pod_resources
 from draxr_dev.devcluster.process import in_cluster
+from draxr_dev.devcluster.records import fake_record
 
 from . import manifests
 from .helpers import eventually
@@ -155,19 +156,7 @@ async def _user(cp: ControlPlane, token: str) -> dict[str, Any]:
 
 
 def _record(node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "draxr.io/v1alpha1",
-        "kind": "DevicePluginRecord",
-        "metadata": {"name": node},
-        "spec": {
-            "nodeName": node,
-            "observedTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "refreshSeconds": 30,
-            "podCount": 0,
-            "deviceCount": 0,
-            "pods": [],
-        },
-    }
+    return fake_record(node, {})
 
 
 async def _refused(write: Any) -> str:

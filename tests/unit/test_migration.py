@@ -30,6 +30,7 @@ from draxr.core.plugins.node_resources_fit import DRA_HOLDS_DEVICES
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from draxr_dev.devcluster import fakedriver
+from draxr_dev.devcluster.records import fake_record
 from tests.unit.cluster_builders import (
     GPU_CLASS,
     allocation,
@@ -54,21 +55,10 @@ def devices(node: str, uuids: list[str]) -> list[DeviceInfo]:
 
 
 def record(node: str = "n1", pods: list[tuple[str, str, list[str]]] | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "nodeName": node,
-        "observedTime": "2026-12-05T07:00:00Z",
-        "refreshSeconds": 30,
-        "pods": [
-            {
-                "namespace": ns,
-                "name": name,
-                "containers": [{"name": "c", "devices": [{"resourceName": GPU, "deviceIDs": ids}]}],
-            }
-            for ns, name, ids in pods or []
-        ],
-    }
-    body.update(spec)
-    return {"metadata": {"name": node, "uid": f"rec-{node}"}, "spec": body}
+    held = {(ns, name): {GPU: ids} for ns, name, ids in pods or []}
+    obj = fake_record(node, held, observed="2026-12-05T07:00:00Z", **spec)
+    obj["metadata"]["uid"] = f"rec-{node}"
+    return obj
 
 
 # ---- identity --------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from draxr.core.migration import ID_ATTRIBUTE_ANNOTATION, AdoptionClaim
 from draxr.migrator import Memo, plans
+from draxr_dev.devcluster.records import fake_record
 from tests.unit.cluster_builders import GPU_CLASS, cluster, gpu_class, gpu_slice, pod
 
+OBSERVED = "2026-12-05T07:00:00Z"
 NOW = 1_796_454_010.0  # 10 s after the records were observed (2026-12-05T07:00:00Z): fresh
 NODES = ("n1", "n2")
 PODS = ("a", "b", "c")
@@ -20,22 +22,9 @@ GPU = "example.com/gpu"
 
 def record(node: str, held: dict[str, int], version: int) -> dict[str, Any]:
     """The node agent's record: pod -> the device it holds (gpu-<i> of the node)."""
-    return {
-        "metadata": {"name": node, "uid": f"rec-{node}", "resourceVersion": str(version)},
-        "spec": {
-            "nodeName": node,
-            "observedTime": "2026-12-05T07:00:00Z",
-            "refreshSeconds": 30,
-            "pods": [
-                {
-                    "namespace": "ns",
-                    "name": name,
-                    "containers": [{"name": "c", "devices": [{"resourceName": GPU, "deviceIDs": [f"{node}-gpu-{i}"]}]}],
-                }
-                for name, i in sorted(held.items())
-            ],
-        },
-    }
+    obj = fake_record(node, {("ns", name): {GPU: [f"{node}-gpu-{i}"]} for name, i in held.items()}, observed=OBSERVED)
+    obj["metadata"] |= {"uid": f"rec-{node}", "resourceVersion": str(version)}
+    return obj
 
 
 def _state() -> Any:
