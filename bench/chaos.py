@@ -41,10 +41,15 @@ checks continuously (time limits count from the end of the last fault, and not w
 * no special claim is left more than the grace after its pod is terminal or gone;
 * no pod is bound twice (nodeName or its claim changing once bound);
 * a bound pod's claim holds exactly the devices it asked for, on its own node, reserved for it;
+  and at every later poll, while the pod runs (not ended, not being deleted), that claim is still
+  there, allocated with the same devices and reserved for it (a claim released under a running pod);
 * a pending pod that fits (its own model: free devices per node = devices - allocated, handed to the
   pending pods oldest first, best fit) is bound within the grace; a pending pod that fits nowhere
-  carries PodScheduled=False/Unschedulable with a "0/N nodes are available" that counts the
-  cluster's nodes, and a FailedScheduling Event from draxr;
+  carries PodScheduled=False/Unschedulable and a FailedScheduling Event from draxr whose messages
+  are true as a whole: every node counted once, each with a true lack of the devices it asked for
+  ("cannot allocate all claims: C device(s) of class K requested, only F free ...", F < C), a
+  preemption part that counts every node too (exactly "N No preemption victims found" for a pod
+  asking for more than any node has, of the lowest priority; "not eligible" for Never);
 * a pending pod that may preempt (priority above the lowest, not Never) and fits by evicting (on
   some node: free devices + those of claims whose users are of lower priority, or ended or gone;
   handed out in the queue's order, priority then age, a nominated pod on its node first) is bound
@@ -53,7 +58,19 @@ checks continuously (time limits count from the end of the last fault, and not w
   lower priority than its preemptor (when the Event names one it saw) and than some pod seen
   nominated to or bound on its node from a minute before on;
 * the probe after each fault is bound within the grace;
-* a SIGSTOPped leader whose lease was taken over exits after SIGCONT.
+* a SIGSTOPped leader stays stopped until the Lease is seen held by another replica (no sleep: if
+  nobody takes it within the lease + 30 s, that is a violation), and exits after SIGCONT;
+* no split brain: from kube-apiserver's audit log (each replica has a token of its own; the event's
+  credential ID names it), no write of a replica received after another's Lease write completed
+  (and before its own next one);
+* every replica exit is explained by a fault (on, or ended at most 15 s before; SIGKILL only by the
+  leader-sigkill that targeted it; else "lost leadership"; one exit per replica per fault);
+* the observer's own polls (straight to kube-apiserver) fail only while kube-apiserver is down.
+
+The time limits can run out only when no fault is on and the last ended more than the grace ago:
+the observer counts the polls at which they could, per phase (faults, settle), and the CI size has a
+quiet window longer than the grace amid the faults (``quiet_after``) and a settle phase longer than
+the grace.
 
 It prints a table (pods, preemptions, faults with their worst recovery, violations, replica restarts), saves the
 JSON (``--out``) and exits 1 if any invariant was violated. Everything listens on 127.0.0.1; every
@@ -64,7 +81,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import bisect
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -79,6 +99,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +121,17 @@ DRIVERS = {GPU: "gpu.example.com", PROBE: "probe.example.com"}
 SPECIAL_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 LEASE = ("--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1")
 LEASE_SECONDS = 6.0
+TAKEOVER_SECONDS = 30.0  # a stopped leader's lease must be taken over within the lease + this
+EXIT_WINDOW = 15.0  # a replica's exit is explained by a fault on at the time or ended this long before
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+DRAXR_USER = f"system:serviceaccount:{DRAXR_NS}:{DRAXR_SA}"
+# draxr's writes, and its lease's, logged with the request's credential (which replica).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["ResponseStarted"],
+    "rules": [{"level": "Metadata", "users": [DRAXR_USER], "verbs": list(WRITE_VERBS)}, {"level": "None"}],
+}
 KINDS = (
     "leader-sigkill",
     "leader-sigstop",
@@ -128,10 +160,45 @@ INVARIANTS = {
     "untrue_reason": "pending pod that fits nowhere has a true FailedScheduling",
     "preemptor_unbound": "pending pod that fits by evicting lower priority bound within grace",
     "victim_priority": "preemption victim below a pod nominated to or bound on its node",
+    "claim_lost": "bound pod still running: its claim allocated (same devices) and reserved for it, every poll",
     "probe": "probe bound within grace after each fault",
-    "stopped_leader": "SIGSTOPped leader that lost the lease exits",
+    "stopped_leader": "SIGSTOPped leader: its lease taken over, it exits after SIGCONT",
+    "split_brain": "no write by a replica after another took the lease (audit log)",
+    "replica_exit": "every replica exit explained by a fault (its kind, its time, one per replica)",
+    "poll_failed": "observer's polls fail only while kube-apiserver is down",
 }
-NODES_AVAILABLE = re.compile(r"^0/(\d+) nodes are available")
+FIT_ERROR = re.compile(r"^0/(\d+) nodes are available: (.+)\.$")
+NEVER_MSG = "not eligible due to preemptionPolicy=Never."
+NO_ROOM = "cannot allocate all claims"  # DynamicResources' reason: the allocator found no devices
+NO_ROOM_DETAIL = re.compile(
+    r"^cannot allocate all claims: (\d+) device\(s\) of class (\S+) requested, "
+    r"only (\d+) free and matching on this node$"
+)
+PREEMPTION_REASONS = {
+    "No preemption victims found for incoming pod",
+    "Preemption is not helpful for scheduling",
+    NO_ROOM,
+}
+
+
+def fit_error_parts(message: str) -> tuple[int, Counter[str], str | None] | None:
+    """kube-scheduler's FitError message: (N, reason -> nodes, the preemption part), None when it has
+    not that shape."""
+    message, _, preemption = message.partition(" preemption: ")
+    m = FIT_ERROR.match(message)
+    if m is None:
+        return None
+    reasons: Counter[str] = Counter()
+    for part in re.split(r", (?=\d+ )", m.group(2)):
+        count, _, reason = part.partition(" ")
+        if not count.isdigit():
+            return None
+        reasons[reason] += int(count)
+    return int(m.group(1)), reasons, preemption or None
+
+
+def nodes_message(n: int, reasons: Counter[str]) -> str:
+    return f"0/{n} nodes are available: " + ", ".join(f"{c} {r}" for r, c in sorted(reasons.items())) + "."
 
 
 def log(msg: str) -> None:
@@ -160,6 +227,7 @@ class Config:
     gap: tuple[float, float] = (4.0, 10.0)
     long_gap: tuple[float, float] = (35.0, 45.0)
     long_gap_chance: float = 0.15
+    quiet_after: tuple[int, ...] = ()  # a long gap after this many faults, whatever the chance
     fault_scale: float = 1.0  # multiplies the fault durations
     kinds: tuple[str, ...] = KINDS  # the faults to inject (each once per round, in random order)
     min_rounds: int = 1  # go on past fault_seconds (by at most 90 s) until every kind had its turn this often
@@ -172,8 +240,7 @@ class Config:
             seed=seed,
             nodes=16,
             devices=4,
-            fault_seconds=180.0,
-            settle_seconds=36.0,
+            fault_seconds=165.0,  # (and the quiet window: about 3 minutes in all)
             poll=1.0,
             job_rate=0.25,
             job_max_parallelism=2,
@@ -185,7 +252,12 @@ class Config:
             whole_max=6,
             scale_every=(8.0, 16.0),
             gap=(3.0, 6.0),
-            long_gap_chance=0.0,  # the settle phase is the long quiet window
+            # One quiet window longer than the grace amid the faults (the time limits run out while
+            # the workload goes on), and the settle phase as long as the grace and 12 s more.
+            long_gap=(38.0, 40.0),
+            long_gap_chance=0.0,
+            quiet_after=(5,),
+            settle_seconds=42.0,
             fault_scale=0.7,
         )
 
@@ -462,8 +534,8 @@ class Replicas:
                     reason = r.exit_reason()
                     self.restarts[reason] += 1
                     self.exits.append(
-                        {"replica": r.name, "at": round(time.monotonic() - self.t0, 1), "reason": reason,
-                         "code": r.proc.returncode, "log": r.log_path.name}
+                        {"replica": r.name, "at": round(time.monotonic() - self.t0, 1), "t": time.monotonic(),
+                         "reason": reason, "code": r.proc.returncode, "log": r.log_path.name}
                     )  # fmt: skip
                     log(f"replica {r.name} exited ({reason}); restarting")
                     if sum(self.restarts.values()) > self.max_restarts:
@@ -652,12 +724,17 @@ class Observer:
         # the cluster's devices: (driver, node) -> device names; nodes
         self.devices: dict[tuple[str, str], set[str]] = {}
         self.node_count = 0
-        self.failed_events: set[str] = set()  # pod uids with a FailedScheduling Event from draxr
+        # pod uid -> the messages of its FailedScheduling Events from draxr
+        self.failed_events: dict[str, set[str]] = defaultdict(set)
         # what it saw
         self.created: dict[str, str] = {}  # uid -> role (job, deployment, probe)
         self.bound: dict[str, tuple[str, str]] = {}  # uid -> (node, claim) when first seen bound
         self.completed: set[str] = set()
         self.placement_checked: set[str] = set()
+        # uid -> (claim uid, devices, poll) of a pod whose placement was found right at that poll
+        self.holding: dict[str, tuple[str, frozenset[tuple[str, str, str]], int]] = {}
+        self.held_checks = 0
+        self.checks = 0  # snapshots checked
         self.claim_missing: Counter[str] = Counter()
         self.suspect: Counter[str] = Counter()
         self.fit_since: dict[str, float] = {}
@@ -667,6 +744,9 @@ class Observer:
         self.ended_claims_seen = 0  # claims seen after their pod ended (and then gone: released)
         self.polls = 0
         self.poll_failures = 0
+        self.poll_failed_at: list[float] = []
+        self.phase = "faults"
+        self.armed: Counter[str] = Counter()  # checks at which the time limits could run out, per phase
         self.max_allocated = 0
         # preemption
         self.priority: dict[str, int] = {}  # uid -> spec.priority, as last seen
@@ -822,7 +902,8 @@ class Observer:
         for e in items:
             who = e.get("reportingComponent") or (e.get("source") or {}).get("component")
             if who == SCHEDULER:
-                self.failed_events.add(str((e.get("involvedObject") or {}).get("uid")))
+                uid = str((e.get("involvedObject") or {}).get("uid"))
+                self.failed_events[uid].add(str(e.get("message") or ""))
         items = await self.api.list(f"/api/v1/namespaces/{NS}/events", {"fieldSelector": "reason=Preempted"})
         if items is None:
             return False
@@ -880,11 +961,15 @@ class Observer:
         pods = await self.api.list(f"/api/v1/namespaces/{NS}/pods") if claims is not None else None
         if claims is None or pods is None:
             self.poll_failures += 1
+            self.poll_failed_at.append(time.monotonic())
             return
         self.polls += 1
         self.check(time.monotonic(), claims, pods)
 
     def check(self, now: float, claims: list[JSON], pods: list[JSON]) -> None:
+        self.checks += 1
+        if not self.fault_active and now - self.last_fault_end > self.cfg.grace:
+            self.armed[self.phase] += 1
         pods_by_uid = {p["metadata"]["uid"]: p for p in pods}
         claims_by_name = {c["metadata"]["name"]: c for c in claims}
 
@@ -963,6 +1048,8 @@ class Observer:
                     self.violate("rebound", uid, pod=meta["name"], first=first, now=(node, claim_name))
                 if uid not in self.placement_checked and phase not in ("Succeeded", "Failed"):
                     self.check_placement(p, node, claim_name, claims_by_name.get(claim_name), req)
+                elif uid in self.holding and _live(p):
+                    self.check_held(p, claims_by_name.get(claim_name))
                 continue
             if meta.get("deletionTimestamp") or phase not in (None, "Pending"):
                 continue
@@ -1046,7 +1133,8 @@ class Observer:
             since = self.nofit_since.setdefault(uid, now)
             if uid in self.reason_ok or not self.overdue(since, now):
                 continue
-            why = self.untrue_reason(p)
+            structural = all(len(v) < count for (d, _), v in self.devices.items() if d == driver)
+            why = self.untrue_reason(p, count, resource, structural)
             if why is None:
                 self.reason_ok.add(uid)
             else:
@@ -1103,19 +1191,90 @@ class Observer:
             if self.suspect[uid] < 2:
                 return
             self.violate("wrong_placement", uid, pod=name, claim=claim_name, node=node, why=problems)
+        else:
+            self.holding[uid] = (claim["metadata"]["uid"], frozenset(_allocated(claim)), self.checks)
         self.placement_checked.add(uid)
 
-    def untrue_reason(self, p: JSON) -> str | None:
-        """None when the pod carries a FailedScheduling that is true: PodScheduled=False/Unschedulable
-        counting every node of the cluster, and an Event from draxr."""
+    def check_held(self, p: JSON, claim: JSON | None) -> None:
+        """At every poll after its placement was found right: a pod still running (no deletion, not
+        ended) still has that claim, allocated with the same devices and reserved for it. The claims
+        are listed before the pods: a pod running at this list ran at this claims list too, and was
+        bound before it (it was seen bound at an earlier poll)."""
+        uid, name = p["metadata"]["uid"], p["metadata"]["name"]
+        claim_uid, devices, since_poll = self.holding[uid]
+        if self.checks <= since_poll:
+            return
+        self.held_checks += 1
+        problems = []
+        if claim is None or claim["metadata"]["uid"] != claim_uid:
+            problems.append("its claim is gone" if claim is None else "its claim was replaced")
+        else:
+            now_devices = _allocated(claim)
+            if now_devices != devices:
+                problems.append(f"allocation {sorted(now_devices)} (was {sorted(devices)})")
+            reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or ()]
+            if uid not in reserved:
+                problems.append(f"reserved for {reserved}")
+        if problems:
+            self.violate("claim_lost", uid, pod=name, phase=(p.get("status") or {}).get("phase"), why=problems)
+
+    def untrue_reason(self, p: JSON, count: int, resource: str, structural: bool = False) -> str | None:
+        """None when the pod, which fits nowhere, carries a FailedScheduling that is true, read whole
+        (its condition's message, and a FailedScheduling Event of draxr's for it, each ``untrue_message``
+        None): PodScheduled=False/Unschedulable."""
         cond = _scheduled_condition(p)
         if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
             return f"no PodScheduled=False/Unschedulable condition: {cond}"
-        m = NODES_AVAILABLE.match(cond.get("message") or "")
-        if m is None or int(m.group(1)) != self.node_count:
-            return f"message does not count the {self.node_count} nodes: {cond.get('message')!r}"
-        if p["metadata"]["uid"] not in self.failed_events:
+        why = self.untrue_message(str(cond.get("message") or ""), p, count, resource, structural)
+        if why is not None:
+            return f"condition: {why}"
+        events = self.failed_events.get(p["metadata"]["uid"])
+        if not events:
             return "no FailedScheduling Event from draxr"
+        whys = [self.untrue_message(m, p, count, resource, structural) for m in sorted(events)]
+        if all(w is not None for w in whys):
+            return f"no FailedScheduling Event from draxr says something true: {whys}"
+        return None
+
+    def untrue_message(self, message: str, p: JSON, count: int, resource: str, structural: bool) -> str | None:
+        """kube-scheduler's FitError for a pod no node can serve now, every part of it: every node
+        of the cluster (N) is accounted for once, each with DynamicResources' "cannot allocate all
+        claims: C device(s) of class K requested, only F free and matching on this node" for the
+        pod's count and class and F < C (fewer nodes with F > 0 than the GPU nodes, their F no
+        more than the devices there are); the preemption part accounts for the N nodes too (a pod of
+        preemptionPolicy Never: not eligible). A pod that asks for more devices than any node has
+        (``structural``) and is of the lowest priority has nothing to evict anywhere: its
+        preemption part is "0/N nodes are available: N No preemption victims found for incoming pod."."""
+        n = self.node_count
+        parts = fit_error_parts(message)
+        if parts is None or parts[0] != n or sum(parts[1].values()) != n:
+            return f"does not account for the {n} nodes once: {message!r}"
+        driver = DRIVERS[resource]
+        capacity = {node: len(v) for (d, node), v in self.devices.items() if d == driver}
+        nodes_with_free = 0
+        for reason, nodes in parts[1].items():
+            m = NO_ROOM_DETAIL.match(reason)
+            if m is None or (int(m.group(1)), m.group(2)) != (count, driver) or int(m.group(3)) >= count:
+                return f"{nodes} node(s) with a reason that is not a true lack of {count} {driver}: {reason!r}"
+            free = int(m.group(3))
+            if free > max(capacity.values(), default=0):
+                return f"{free} free on a node: more than any node has ({reason!r})"
+            nodes_with_free += nodes if free else 0
+        if nodes_with_free > len(capacity):
+            return f"{nodes_with_free} nodes with free {driver} devices: there are {len(capacity)} such nodes"
+        preemption = parts[2]
+        if (p.get("spec") or {}).get("preemptionPolicy") == "Never":
+            return None if preemption == NEVER_MSG else f"a pod of preemptionPolicy Never: preemption {preemption!r}"
+        sub = fit_error_parts(preemption or "")
+        if sub is None or sub[0] != n or sum(sub[1].values()) != n:
+            return f"preemption part does not account for the {n} nodes once: {preemption!r}"
+        strange = [r for r in sub[1] if r not in PREEMPTION_REASONS and not NO_ROOM_DETAIL.match(r)]
+        if strange:
+            return f"preemption part with unknown reasons {strange}: {preemption!r}"
+        if structural and int((p.get("spec") or {}).get("priority") or 0) <= LOWEST_PRIORITY:
+            want = nodes_message(n, Counter({"No preemption victims found for incoming pod": n}))
+            if preemption != want:
+                return f"preemption part {preemption!r}, not {want!r}"
         return None
 
     def summary(self) -> JSON:
@@ -1145,6 +1304,8 @@ class Observer:
             },
             "checked": {
                 "placements": len(self.placement_checked),
+                "held_claims": self.held_checks,
+                "armed": dict(self.armed),  # checks at which the time limits could run out, per phase
                 "true_reasons": len(self.reason_ok),
                 "special_claims_ended_seen": self.ended_claims_seen,
                 "preemptors": len(self.evict_fit & set(self.bound)),  # bound after fitting only by evicting
@@ -1271,7 +1432,7 @@ class Chaos:
                 await self.probe(rec)
             if not bag:
                 rounds += 1
-            long = self.rng.random() < self.cfg.long_gap_chance
+            long = self.rng.random() < self.cfg.long_gap_chance or len(self.records) in self.cfg.quiet_after
             gap = self.rng.uniform(*(self.cfg.long_gap if long else self.cfg.gap))
             now = time.monotonic()
             await asyncio.sleep(max(0.0, min(gap, (until if now < until else hard_stop) - now)))
@@ -1288,18 +1449,36 @@ class Chaos:
                 leader.kill_requested = True
                 leader.signal(signal.SIGKILL)
                 return
-            p["seconds"] = stop_s = round(LEASE_SECONDS + self.rng.uniform(2.0, 5.0), 1)
+            # A standby to take over: the other replica, alive and synced (it may be restarting).
+            other = [r for r in self.replicas.replicas if r is not leader]
+            for _ in range(120):
+                if all(r.alive and r.synced() for r in other):
+                    break
+                await asyncio.sleep(0.5)
             identity = leader.identity()
             leader.stopped = True
             leader.signal(signal.SIGSTOP)
-            await asyncio.sleep(stop_s)
-            holder = await self.lease_holder()
+            t_stop = time.monotonic()
+            # Stopped until another replica holds the lease (seen in the Lease), at most this long.
+            limit = LEASE_SECONDS + TAKEOVER_SECONDS
+            holder = ""
+            while time.monotonic() < t_stop + limit:
+                holder = await self.lease_holder()
+                if holder and holder != identity:
+                    break
+                await asyncio.sleep(0.25)
+            p["seconds"] = round(time.monotonic() - t_stop, 1)
             leader.stopped = False
             leader.signal(signal.SIGCONT)
             rec.ended = time.monotonic()
             p["taken_over_by"] = holder if holder != identity else ""
             if holder and holder != identity:
                 self._spawn(self.expect_exit(leader, leader.proc, rec))
+            else:
+                self.observer.violate(
+                    "stopped_leader", f"{leader.name}.{leader.starts}", replica=leader.name,
+                    why=f"no other replica took the lease within {limit:.0f} s (holder {holder!r})",
+                )  # fmt: skip
         elif kind == "apiserver-kill":
             p["down_seconds"] = down = self.seconds(0.0, 3.0)
             p["restart_s"] = round(await asyncio.to_thread(self.cp.restart_apiserver, down), 1)
@@ -1395,6 +1574,119 @@ class Chaos:
         return {"faults": kinds, "timeline": timeline}
 
 
+# ---- after the run: the replicas' exits, the observer's failed polls, the audit log ------------------------------
+
+
+def judge_exits(observer: Observer, records: list[FaultRecord], exits: list[JSON]) -> None:
+    """Every replica exit is explained by a fault: on at the time, or ended at most EXIT_WINDOW before
+    it; of that fault's kind (SIGKILL: the leader-sigkill that killed this replica; else 'lost
+    leadership', which every fault may cause); at most one exit per replica per fault. A crash, a
+    liveness exit, an exit in a quiet time is a violation."""
+    used: set[tuple[int, str]] = set()
+    for e in sorted(exits, key=lambda e: e["t"]):
+        who, reason = e["replica"], e["reason"]
+        for i, rec in enumerate(records):
+            if rec.skipped or (i, who) in used or not rec.started - 1.0 <= e["t"] <= rec.ended + EXIT_WINDOW:
+                continue
+            if reason == "SIGKILL (fault)" and (rec.kind != "leader-sigkill" or rec.params.get("replica") != who):
+                continue
+            if reason not in ("SIGKILL (fault)", "lost leadership"):
+                continue
+            used.add((i, who))
+            e["explained_by"] = f"{rec.kind}#{i}"
+            break
+        else:
+            detail = {k: v for k, v in e.items() if k != "t"}
+            observer.violate("replica_exit", f"{who}@{e['at']}", **detail)
+
+
+def judge_poll_failures(observer: Observer, records: list[FaultRecord]) -> None:
+    """The observer talks to kube-apiserver directly (not through the proxy): a poll fails only while
+    kube-apiserver is down (an apiserver-kill, until a few seconds after it is ready again)."""
+    down = [(r.started - 1.0, r.ended + 10.0) for r in records if r.kind == "apiserver-kill"]
+    for t in observer.poll_failed_at:
+        if not any(a <= t <= b for a, b in down):
+            observer.violate("poll_failed", f"{t - observer.t0:.1f}", at=round(t - observer.t0, 1))
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+def judge_audit(observer: Observer, run_dir: Path, replicas_by_jti: dict[str, str]) -> JSON:
+    """Split brain, from kube-apiserver's audit log (draxr's writes: each replica has a token of its
+    own, the event's credential ID names it). The holder of the Lease is the replica whose write of
+    it last succeeded (by the time the API server completed it); a write of anything else by one
+    replica received after another's Lease write completed (and before its own next Lease write) is
+    a write by a replica that no longer led: a violation. A Lease write whose outcome the log does
+    not show (kube-apiserver killed meanwhile) may have succeeded: it makes its replica a possible
+    holder, and a write judged against another's such write is not judged."""
+    requests: dict[str, JSON] = {}
+    for path in sorted(run_dir.glob("audit*.log")):
+        with path.open() as f:
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue  # (a line being written)
+                user = ev.get("user") or {}
+                if user.get("username") != DRAXR_USER or ev.get("verb") not in WRITE_VERBS:
+                    continue
+                creds = " ".join((user.get("extra") or {}).get("authentication.kubernetes.io/credential-id") or ())
+                ref = ev.get("objectRef") or {}
+                req = requests.setdefault(ev["auditID"], {
+                    "replica": next((n for jti, n in replicas_by_jti.items() if jti in creds), None),
+                    "received": _ts(ev["requestReceivedTimestamp"]),
+                    "lease": ref.get("resource") == "leases" and ref.get("name") in (None, "draxr")
+                    and ref.get("namespace") == DRAXR_NS,  # (a create's objectRef has no name)
+                    "what": f"{ev['verb']} {ref.get('resource')}/{ref.get('subresource') or ''}"
+                            f"{ref.get('namespace', '')}/{ref.get('name', '')}",
+                    "code": None, "completed": None,
+                })  # fmt: skip
+                if ev.get("stage") == "ResponseComplete":
+                    req["code"] = int((ev.get("responseStatus") or {}).get("code") or 0)
+                    req["completed"] = _ts(ev["stageTimestamp"])
+    leases: list[tuple[float, str, bool]] = []  # (time, replica, certain)
+    writes: list[JSON] = []
+    unattributed = 0
+    for req in requests.values():
+        if req["replica"] is None:
+            unattributed += 1
+        elif req["lease"]:
+            if req["code"] is None:
+                leases.append((req["received"], req["replica"], False))
+            elif 200 <= req["code"] < 300:
+                leases.append((req["completed"], req["replica"], True))
+        else:
+            writes.append(req)
+    leases.sort()
+    times = [t for t, _, _ in leases]
+    takeovers = sum(1 for a, b in itertools.pairwise(leases) if a[2] and b[2] and a[1] != b[1])
+    unjudged = 0
+    for w in sorted(writes, key=lambda w: w["received"]):
+        i = bisect.bisect_left(times, w["received"]) - 1
+        if i >= 0 and leases[i][1] == w["replica"]:
+            continue
+        if i >= 0 and not leases[i][2]:
+            unjudged += 1
+            continue
+        holder = leases[i][1] if i >= 0 else None
+        since = leases[i][0] if i >= 0 else None
+        observer.violate(
+            "split_brain", f"{w['replica']} in {holder}'s term from {since}", replica=w["replica"], holder=holder,
+            write=w["what"], code=w["code"],
+            after_takeover_s=None if since is None else round(w["received"] - since, 3),
+        )  # fmt: skip
+    return {
+        "writes": len(writes),
+        "lease_writes": len(leases),
+        "takeovers": takeovers,
+        "unattributed": unattributed,
+        "unjudged": unjudged,
+        "by_replica": dict(Counter(w["replica"] for w in writes)),
+    }
+
+
 # ---- set-up ---------------------------------------------------------------------------------------------------
 
 
@@ -1422,8 +1714,10 @@ def kubectl(cp: ControlPlane, *args: str) -> str:
     return out.stdout
 
 
-async def set_up(cfg: Config, cp: ControlPlane, api: Api) -> Path:
-    """Install, fleets, namespace, the ServiceAccount directory. Returns the SA dir."""
+async def set_up(cfg: Config, cp: ControlPlane, api: Api, names: tuple[str, ...]) -> dict[str, tuple[Path, str]]:
+    """Install, fleets, namespace, a ServiceAccount directory per replica: name -> (dir, the token's
+    JTI). The same ServiceAccount, a token each: the audit log tells their requests apart by the
+    credential ID (authentication.kubernetes.io/credential-id, JTI=...)."""
     await asyncio.to_thread(kubectl, cp, "apply", "-k", str(REPO / "manifests"))
     # The replicas run here, as processes: the Deployment's own pods would stay Pending anyway.
     await asyncio.to_thread(kubectl, cp, "-n", DRAXR_NS, "scale", "deployment/draxr", "--replicas=0")
@@ -1456,12 +1750,21 @@ async def set_up(cfg: Config, cp: ControlPlane, api: Api) -> Path:
             break
         await asyncio.sleep(0.2)
     req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 6 * 3600}}
-    _, tok = await api.must("POST", f"/api/v1/namespaces/{DRAXR_NS}/serviceaccounts/{DRAXR_SA}/token", req)
-    sa_dir = cp.run_dir / "serviceaccount"
-    sa_dir.mkdir()
-    (sa_dir / "token").write_text(tok["status"]["token"])
-    shutil.copyfile(cp.pki.ca_crt, sa_dir / "ca.crt")
-    return sa_dir
+    out: dict[str, tuple[Path, str]] = {}
+    for name in names:
+        _, tok = await api.must("POST", f"/api/v1/namespaces/{DRAXR_NS}/serviceaccounts/{DRAXR_SA}/token", req)
+        token = tok["status"]["token"]
+        sa_dir = cp.run_dir / f"serviceaccount-{name}"
+        sa_dir.mkdir()
+        (sa_dir / "token").write_text(token)
+        shutil.copyfile(cp.pki.ca_crt, sa_dir / "ca.crt")
+        out[name] = (sa_dir, token_jti(token))
+    return out
+
+
+def token_jti(token: str) -> str:
+    payload = token.split(".")[1]
+    return str(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["jti"])
 
 
 # ---- the run ----------------------------------------------------------------------------------------------------
@@ -1474,7 +1777,17 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
     log(f"chaos run: seed {cfg.seed}, {cfg.nodes} nodes × {cfg.devices} devices, faults for {cfg.fault_seconds:.0f} s")
     run_dir = Path(tempfile.mkdtemp(prefix="draxr-chaos."))
     bins = binaries or await asyncio.to_thread(ensure_binaries)
-    cp = ControlPlane(binaries=bins, run_dir=run_dir, options=Options(scheduler=False, kwok=True))
+    (run_dir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
+    audit_args = (
+        f"--audit-policy-file={run_dir / 'audit-policy.json'}",
+        f"--audit-log-path={run_dir / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=100000",
+        "--audit-log-mode=blocking",  # each event written before the request goes on: none lost to a SIGKILL
+    )
+    cp = ControlPlane(
+        binaries=bins, run_dir=run_dir, options=Options(scheduler=False, kwok=True, apiserver_extra_args=audit_args)
+    )
     proxy = ProxyProcess()
     replicas: Replicas | None = None
     api: Api | None = None
@@ -1484,9 +1797,9 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
         await asyncio.to_thread(cp.start)
         log(f"control plane up in {cp.timings['total']:.1f}s ({run_dir})")
         api = Api(cp)
-        sa_dir = await set_up(cfg, cp, api)
+        tokens = await set_up(cfg, cp, api, ("draxr-a", "draxr-b"))
         await proxy.start(cp, run_dir, cfg.seed)
-        replicas = Replicas([Replica(n, sa_dir, proxy.port, run_dir) for n in ("draxr-a", "draxr-b")])
+        replicas = Replicas([Replica(n, d, proxy.port, run_dir) for n, (d, _) in tokens.items()])
         for r in replicas.replicas:
             r.start()
         observer = Observer(api, cfg)
@@ -1523,6 +1836,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             await asyncio.gather(*work)
             await chaos.drain()
             t_settle = time.monotonic()
+            observer.phase = "settle"
             log(f"faults over after {t_settle - t_faults:.0f}s; settling for {cfg.settle_seconds:.0f}s")
             done, _ = await asyncio.wait(tasks, timeout=max(cfg.settle_seconds, 0))
             for t in done:
@@ -1532,6 +1846,9 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             for t in [*work, *tasks]:
                 t.cancel()
             await asyncio.gather(*work, *tasks, return_exceptions=True)
+        judge_exits(observer, chaos.records, replicas.exits)
+        judge_poll_failures(observer, chaos.records)
+        audit = judge_audit(observer, run_dir, {jti: name for name, (_, jti) in tokens.items()})
         result |= {
             "seed": cfg.seed,
             "fault_phase_s": round(t_settle - t_faults, 1),
@@ -1545,6 +1862,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             "replica_exits": replicas.exits,
             "proxy_counts": await proxy.command("counts"),
             "observer_api_errors": api.errors,
+            "audit": audit,
         }
         failed = any(result["violations"].values())
     finally:
@@ -1591,6 +1909,16 @@ def table(result: JSON) -> str:
     lines += ["", "| invariant | violations |", "|---|---|"]
     for key, what in INVARIANTS.items():
         lines.append(f"| {what} | {result['violations'].get(key, 0)} |")
+    a = result.get("audit") or {}
+    lines += [
+        "",
+        f"audit log: {a.get('writes')} writes of draxr's judged ({a.get('by_replica')}), "
+        f"{a.get('lease_writes')} Lease writes, {a.get('takeovers')} takeovers, "
+        f"{a.get('unattributed')} unattributed, {a.get('unjudged')} unjudged; "
+        f"checks with the time limits armed: {result['checked'].get('armed')}; "
+        f"running pods' claims checked again: {result['checked'].get('held_claims')}; "
+        f"observer polls {result.get('polls')} ({result.get('poll_failures')} failed)",
+    ]
     lines += ["", "| replica restarts (reason) | count |", "|---|---|"]
     for reason, n in sorted(result["replica_restarts"].items()):
         lines.append(f"| {reason} | {n} |")

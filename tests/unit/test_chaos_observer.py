@@ -4,6 +4,7 @@ fires when it is broken (preemption's too), once per incident, and not before it
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..bench_loader import load
@@ -139,13 +140,23 @@ def test_pending_pods_that_fit_are_handed_the_free_devices_oldest_first() -> Non
     assert [d["pod"] for d in obs.details] == ["old"]  # the one free device is the older pod's
 
 
+def no_room(count: int, free: int) -> str:
+    return (
+        f"cannot allocate all claims: {count} device(s) of class {DRIVER} requested, "
+        f"only {free} free and matching on this node"
+    )
+
+
+NO_VICTIMS = "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+
+
 def test_a_pod_that_fits_nowhere_needs_a_true_failed_scheduling() -> None:
     obs = observer({"n1": 2})
-    message = "0/1 nodes are available: 1 cannot allocate all claims."
+    message = f"0/1 nodes are available: 1 {no_room(3, 2)}. {NO_VICTIMS}"
     cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-    lying = {**cond, "message": "0/7 nodes are available: 7 cannot allocate all claims."}
+    lying = {**cond, "message": message.replace("0/1 nodes are available: 1", "0/7 nodes are available: 7", 1)}
     pods = [pod("ok", count=3, condition=cond), pod("lies", count=3, condition=lying), pod("silent", count=3)]
-    obs.failed_events = {"uid-ok", "uid-lies"}
+    obs.failed_events = {"uid-ok": {message}, "uid-lies": {message}}
     obs.check(0.0, [], pods)
     obs.check(20.0, [], pods)
     assert obs.violations["untrue_reason"] == 0  # not yet
@@ -153,10 +164,58 @@ def test_a_pod_that_fits_nowhere_needs_a_true_failed_scheduling() -> None:
     assert obs.violations["untrue_reason"] == 2
     assert sorted(d["pod"] for d in obs.details) == ["lies", "silent"]
     assert obs.reason_ok == {"uid-ok"}
-    obs.failed_events = set()
+    obs.failed_events = {}
     obs.check(40.0, [], [pod("no-event", count=3, condition=cond)])
     obs.check(80.0, [], [pod("no-event", count=3, condition=cond)])
     assert obs.violations["untrue_reason"] == 3
+
+
+def test_the_whole_failed_scheduling_message_is_compared() -> None:
+    """Not the prefix: a right count with a wrong reason, a node with enough free devices, a wrong
+    preemption part, an Event that says something else: untrue."""
+    n = "0/1 nodes are available: 1"
+    true = f"{n} {no_room(3, 2)}. {NO_VICTIMS}"
+    untrue = {
+        "reason": f"{n} Insufficient example.com/gpu. {NO_VICTIMS}",
+        "bare": f"{n} cannot allocate all claims. {NO_VICTIMS}",
+        "enough-free": f"{n} {no_room(3, 3)}. {NO_VICTIMS}",
+        "more-than-there-are": f"{n} {no_room(5, 4)}. {NO_VICTIMS}",
+        "other-count": f"{n} {no_room(4, 2)}. {NO_VICTIMS}",
+        "preemption": f"{n} {no_room(3, 2)}. preemption: {n} Preemption is not helpful for scheduling.",
+        "no-preemption": f"{n} {no_room(3, 2)}.",
+        "short": f"{n} {no_room(3, 2)}. preemption: 0/1 nodes are available: .",
+        "extra": f"{true} and more",
+        "two-nodes": f"0/1 nodes are available: 1 {no_room(3, 2)}, 1 {no_room(3, 1)}. {NO_VICTIMS}",
+    }
+    for label, message in [("true", true), *untrue.items()]:
+        obs = observer({"n1": 2})
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        obs.failed_events = {f"uid-{label}": {message}}
+        obs.check(0.0, [], [pod(label, count=3, condition=cond)])
+        obs.check(31.0, [], [pod(label, count=3, condition=cond)])
+        assert obs.violations["untrue_reason"] == (label != "true"), (label, obs.details)
+    # The condition is right but draxr's Event says something else.
+    obs = observer({"n1": 2})
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": true}
+    obs.failed_events = {"uid-p": {untrue["preemption"]}}
+    obs.check(0.0, [], [pod("p", count=3, condition=cond)])
+    obs.check(31.0, [], [pod("p", count=3, condition=cond)])
+    assert obs.violations["untrue_reason"] == 1
+    # A pod that fits only now and then (2 devices, both taken): the preemption part of a pod
+    # that may not preempt, and of one that may (any reasons that account for every node).
+    obs = observer({"n1": 2})
+    held = [claim("c-x", "x", [("n1", "gpu-0"), ("n1", "gpu-1")])]
+    running = pod("x", count=2, node="n1", claim="c-x", phase="Running", priority=HIGH)
+    never = f"{n} {no_room(2, 0)}. preemption: not eligible due to preemptionPolicy=Never."
+    helpless = f"{n} {no_room(2, 0)}. preemption: {n} Preemption is not helpful for scheduling."
+    cases = [("n-ok", never, "Never"), ("n-bad", helpless, "Never"), ("l-ok", helpless, "PreemptLowerPriority")]
+    for label, message, policy in cases:
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        obs.failed_events[f"uid-{label}"] = {message}
+        p = pod(label, count=2, condition=cond, priority=1000 if policy == "Never" else 0, policy=policy)
+        obs.check(0.0, held, [running, p])
+        obs.check(31.0, held, [running, p])
+    assert [d["pod"] for d in obs.details] == ["n-bad"]
 
 
 HIGH = 100000
@@ -253,3 +312,107 @@ def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
     obs.claim_event("DELETED", preemptor)
     obs.claim_event("MODIFIED", claim("c-z", "z", [("n1", "gpu-0")]))
     assert obs.violations["double_allocation"] == 1
+
+
+def test_a_running_pods_claim_is_checked_at_every_poll() -> None:
+    """A claim released (deallocated, unreserved, deleted) while its pod still runs is caught at the
+    next poll, not only at the first look; a pod that ended or is being deleted may lose it."""
+    obs = observer()
+    right = [claim("c-a", "a", [("n1", "gpu-0")])]
+    running = pod("a", node="n1", claim="c-a", phase="Running")
+    obs.check(0.0, right, [running])
+    assert obs.placement_checked == {"uid-a"}
+    obs.check(1.0, right, [running])
+    assert obs.held_checks == 1
+    obs.check(2.0, [claim("c-a", "a", [("n1", "gpu-0")], reserved=False)], [running])
+    assert obs.violations["claim_lost"] == 1
+    for released in ([claim("c-a", "a", [])], []):  # deallocated, deleted
+        obs = observer()
+        obs.check(0.0, right, [running])
+        obs.check(1.0, released, [{**running, "status": {**running["status"], "phase": "Succeeded"}}])
+        assert obs.violations["claim_lost"] == 0
+        obs.check(2.0, released, [running])
+        assert obs.violations["claim_lost"] == 1, obs.details
+
+
+def record(kind: str, started: float, ended: float, **params: Any) -> Any:
+    return chaos.FaultRecord(kind, started, ended, params=params)
+
+
+def test_every_replica_exit_is_explained_by_a_fault() -> None:
+    records = [record("leader-sigkill", 10.0, 10.1, replica="draxr-a"), record("stall", 50.0, 56.0)]
+
+    def exit_(replica: str, t: float, reason: str) -> dict[str, Any]:
+        return {"replica": replica, "t": t, "at": t, "reason": reason}
+
+    obs = observer()
+    chaos.judge_exits(
+        obs, records, [exit_("draxr-a", 10.2, "SIGKILL (fault)"), exit_("draxr-b", 60.0, "lost leadership")]
+    )
+    assert obs.violations["replica_exit"] == 0
+    bad = [
+        exit_("draxr-b", 10.3, "SIGKILL (fault)"),  # the fault killed draxr-a
+        exit_("draxr-a", 30.0, "lost leadership"),  # no fault then
+        exit_("draxr-b", 52.0, "lost leadership"),
+        exit_("draxr-b", 53.0, "lost leadership"),  # a second exit of the same replica for one fault
+        exit_("draxr-a", 54.0, "liveness (watch pods)"),  # not what a fault explains
+    ]
+    obs = observer()
+    chaos.judge_exits(obs, records, bad)
+    assert obs.violations["replica_exit"] == 4
+    assert [d["at"] for d in obs.details] == [10.3, 30.0, 53.0, 54.0]
+
+
+def test_failed_polls_only_while_the_apiserver_is_down() -> None:
+    obs = observer()
+    obs.t0 = 0.0
+    obs.poll_failed_at = [21.0, 29.0, 45.0]
+    chaos.judge_poll_failures(obs, [record("apiserver-kill", 20.0, 25.0), record("stall", 40.0, 50.0)])
+    assert obs.violations["poll_failed"] == 1
+    assert obs.details[0]["at"] == 45.0
+
+
+def audit_line(stage: str, jti: str, verb: str, resource: str, name: str, received: str, done: str, code: int) -> str:
+    return json.dumps({
+        "stage": stage, "auditID": f"{jti}-{verb}-{resource}-{name}-{received}", "verb": verb,
+        "user": {"username": chaos.DRAXR_USER,
+                 "extra": {"authentication.kubernetes.io/credential-id": [f"JTI={jti}"]}},
+        "objectRef": {"resource": resource, "namespace": "draxr-system" if resource == "leases" else "chaos",
+                      "name": name},
+        "requestReceivedTimestamp": f"2026-01-01T00:00:{received}Z", "stageTimestamp": f"2026-01-01T00:00:{done}Z",
+        "responseStatus": {"code": code},
+    })  # fmt: skip
+
+
+def test_the_audit_log_shows_a_replica_writing_after_another_took_the_lease(tmp_path: Any) -> None:
+    def write(lines: list[tuple[str, str, str, str, str, str, int]]) -> Any:
+        (tmp_path / "audit.log").write_text("\n".join(audit_line(*ln) for ln in lines) + "\n")
+        obs = observer()
+        return obs, chaos.judge_audit(obs, tmp_path, {"ja": "draxr-a", "jb": "draxr-b"})
+
+    rc = "ResponseComplete"
+    handover = [
+        (rc, "ja", "update", "leases", "draxr", "01.000000", "01.010000", 200),
+        (rc, "ja", "create", "bindings", "p1", "02.000000", "02.010000", 201),
+        (rc, "jb", "update", "leases", "draxr", "03.000000", "03.010000", 409),  # not yet
+        (rc, "jb", "update", "leases", "draxr", "09.000000", "09.010000", 200),  # taken over
+        (rc, "jb", "create", "bindings", "p2", "10.000000", "10.010000", 201),
+        (rc, "ja", "update", "leases", "draxr", "11.000000", "11.010000", 409),  # the old one finds out
+    ]
+    obs, audit = write(handover)
+    assert obs.violations["split_brain"] == 0
+    assert audit["takeovers"] == 1
+    assert audit["writes"] == 2
+    obs, _ = write([*handover, (rc, "ja", "patch", "pods", "p3", "12.000000", "12.010000", 200)])
+    assert obs.violations["split_brain"] == 1
+    assert obs.details[0]["replica"] == "draxr-a"
+    assert obs.details[0]["holder"] == "draxr-b"
+    # Received before the takeover completed: not judged a split brain.
+    obs, _ = write([*handover, (rc, "ja", "patch", "pods", "p3", "09.005000", "09.500000", 200)])
+    assert obs.violations["split_brain"] == 0
+    # A Lease write whose outcome the log does not show (kube-apiserver killed) may have succeeded.
+    obs, audit = write([
+        *handover, ("RequestReceived", "ja", "update", "leases", "draxr", "11.500000", "11.500000", 0),
+        (rc, "ja", "patch", "pods", "p3", "12.000000", "12.010000", 200),
+    ])  # fmt: skip
+    assert obs.violations["split_brain"] == 0
