@@ -21,17 +21,20 @@ import base64
 import contextlib
 import fnmatch
 import json
+import re
 import secrets
 import ssl
 import string
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 import pytest
 import structlog
+import yaml
 
 from draxr.app import Operator
 from draxr.core import certs
@@ -449,6 +452,50 @@ class Rejected:
     async def check(self, ctx: Ctx) -> None:
         assert ctx.rejection is not None, "the API server accepted the object"
         assert (ctx.rejection.status, api_message(ctx.rejection)) == (self.status, ctx.fmt(self.message))
+
+
+MAPPING_CRD = Path(__file__).resolve().parents[2] / "crds" / "extendedresourcemappings.draxr.io.yaml"
+
+
+def crd_rules() -> list[tuple[str, str]]:
+    """The ExtendedResourceMapping CRD's x-kubernetes-validations: (rule, message), as in crds/."""
+    out: list[tuple[str, str]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for v in node.get("x-kubernetes-validations") or ():
+                out.append((" ".join(str(v["rule"]).split()), " ".join(str(v["message"]).split())))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load(MAPPING_CRD.read_text()))
+    return out
+
+
+@dataclass(frozen=True)
+class RejectedByRule:
+    """The API server refused the setup's ExtendedResourceMapping ``$stem-a`` by one of draxr's own
+    rules (the CRD's x-kubernetes-validations: the rule that starts with ``rule``, on the field
+    ``path`` ends with), at ``path``: its message, word for word as crds/ has it, and nothing else
+    (``value``: the string the API server quotes; lists and objects it does not quote)."""
+
+    path: str
+    rule: str
+    value: str | None = None
+
+    async def check(self, ctx: Ctx) -> None:
+        field = re.sub(r"\[\d+\]", "", self.path).split(".")[-1]
+        rules = sorted({(r, m) for r, m in crd_rules() if r.startswith(self.rule)})  # (an anchor's rules once)
+        [message] = [m for _, m in rules] if len(rules) == 1 else [m for _, m in rules if field in m]
+        quoted = "" if self.value is None else f'"{ctx.fmt(self.value)}": '
+        name = ctx.fmt("$stem-a")
+        want = f'ExtendedResourceMapping.draxr.io "{name}" is invalid: {self.path}: Invalid value: {quoted}{message}'
+
+        assert ctx.rejection is not None, "the API server accepted the object"
+        assert (ctx.rejection.status, api_message(ctx.rejection)) == (422, want)
 
 
 @dataclass(frozen=True)
@@ -1254,6 +1301,81 @@ MAPPING_ROWS = [
 ]
 
 
+def refused_mapping(**spec: Any) -> Setup:
+    """An ExtendedResourceMapping ``$stem-a`` (``$ext`` -> ``$stem-numa0``, overridden by ``spec``)."""
+    body = {"extendedResourceName": "$ext", "deviceClassNames": ["$stem-numa0"], **spec}
+    cr = {"apiVersion": "draxr.io/v1alpha1", "kind": "ExtendedResourceMapping", "metadata": {"name": "$stem-a"}}
+    return lambda ctx: ctx.attempt(MAPPINGS, ctx.fmt_json({**cr, "spec": body}))
+
+
+def exists(values: list[str] | None = None, operator: str = "Exists") -> JSONDict:
+    req: JSONDict = {"key": "k", "operator": operator}
+    if values is not None:
+        req["values"] = values
+    return {"nodeSelectorTerms": [{"matchExpressions": [req]}]}
+
+
+# Each of the CRD's own rules (crds/extendedresourcemappings.draxr.io.yaml), one at a time: refused
+# with that rule's message (not a schema check of kube-apiserver's, such as maxItems above).
+MAPPING_RULE_ROWS = [
+    Row(
+        "mapping-rule-kubernetes-io-name",
+        refused_mapping(extendedResourceName="gpu.kubernetes.io/big"),
+        RejectedByRule("spec.extendedResourceName", "!self.contains('kubernetes.io/')", "gpu.kubernetes.io/big"),
+    ),
+    Row(
+        "mapping-rule-quota-prefix",
+        refused_mapping(extendedResourceName="requests.example.com/gpu"),
+        RejectedByRule("spec.extendedResourceName", "!self.startsWith('requests.')", "requests.example.com/gpu"),
+    ),
+    Row(
+        "mapping-rule-upper-case-domain",
+        refused_mapping(extendedResourceName="Example.com/gpu"),
+        RejectedByRule("spec.extendedResourceName", "self.matches('^[a-z0-9]", "Example.com/gpu"),
+    ),
+    Row(
+        "mapping-rule-name-of-64-characters",
+        refused_mapping(extendedResourceName="example.com/" + "g" * 64),
+        RejectedByRule("spec.extendedResourceName", "self.matches('^[a-z0-9]", "example.com/" + "g" * 64),
+    ),
+    Row(
+        "mapping-rule-no-class",
+        refused_mapping(deviceClassNames=[]),
+        RejectedByRule("spec.deviceClassNames", "self.size() > 0"),
+    ),
+    Row(
+        "mapping-rule-class-not-a-name",
+        refused_mapping(deviceClassNames=["$stem-numa0", "GPU_class"]),
+        RejectedByRule("spec.deviceClassNames", "self.all(c, c.matches("),
+    ),
+    Row(
+        "mapping-rule-class-twice",
+        refused_mapping(deviceClassNames=["$stem-numa0", "$stem-numa1", "$stem-numa0"]),
+        RejectedByRule("spec.deviceClassNames", "self.all(c, self.exists_one("),
+    ),
+    Row(
+        "mapping-rule-blank-selector",
+        refused_mapping(selectors=[{"cel": {"expression": "device.driver != ''"}}, {"cel": {"expression": " \n\t"}}]),
+        RejectedByRule("spec.selectors[1].cel", "self.expression.trim().size() > 0"),
+    ),
+    Row(
+        "mapping-rule-in-without-values",
+        refused_mapping(nodeSelector=exists(operator="In")),
+        RejectedByRule("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0]", "self.operator in ['Exists'"),
+    ),
+    Row(
+        "mapping-rule-exists-with-values",
+        refused_mapping(nodeSelector=exists(values=["x"])),
+        RejectedByRule("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0]", "self.operator in ['Exists'"),
+    ),
+    Row(
+        "mapping-rule-no-node-selector-term",
+        refused_mapping(nodeSelector={"nodeSelectorTerms": []}),
+        RejectedByRule("spec.nodeSelector.nodeSelectorTerms", "self.size() > 0"),
+    ),
+]
+
+
 # ---- claims, pod status and nodes changed under draxr's feet -------------------------------------------------
 
 
@@ -1755,7 +1877,7 @@ WEBHOOK_ROWS = [
 
 # ---- the table -------------------------------------------------------------------------------------------------
 
-ROWS = [*CEL_ROWS, *SLICE_ROWS, *POD_ROWS, *MAPPING_ROWS, *LIFECYCLE_ROWS, *WEBHOOK_ROWS]
+ROWS = [*CEL_ROWS, *SLICE_ROWS, *POD_ROWS, *MAPPING_ROWS, *MAPPING_RULE_ROWS, *LIFECYCLE_ROWS, *WEBHOOK_ROWS]
 
 
 def test_the_table_has_at_least_50_rows_with_unique_ids() -> None:

@@ -1,8 +1,9 @@
 """The equivalence cache (core.equivalence, placement's node-local verdicts) never changes a
-decision: over random sequences of pods of a few shapes, node changes, slice changes, allocations
-made elsewhere and pods leaving, schedule() with the cache equals schedule() without it (every node
-evaluated afresh, ranked by cycle.score_nodes). The last test checks that the property can fail:
-with invalidation switched off it finds a counterexample."""
+decision: over random sequences of pods of a few shapes, node changes (their labels alone too),
+slice changes, allocations made elsewhere and their claims deleted, and pods leaving, schedule()
+with the cache equals schedule() without it (every node evaluated afresh, ranked by
+cycle.score_nodes). The last tests check that the property can fail: with invalidation switched off
+(or forgetting a claim's deletion, or a node's new labels) it finds a counterexample."""
 
 from __future__ import annotations
 
@@ -73,14 +74,14 @@ def _pod(i: int, shape: int) -> JSON:
     return p
 
 
-def _node(name: str, zone: str, variant: int, rv: int) -> JSON:
+def _node(name: str, zone: str, variant: int, rv: int, labels: JSON | None = None) -> JSON:
     taints = [{"key": "gpu", "value": "x", "effect": "NoSchedule" if variant % 2 else "PreferNoSchedule"}]
     n = cb.node(
         name,
         cpu=("4", "8", "2")[variant % 3],
         memory="16Gi",
         pods=("110", "3")[variant % 2],
-        labels={ZONE: zone},
+        labels={ZONE: zone, **(labels or {})},
         taints=taints if variant % 4 == 1 or variant % 4 == 2 else None,
         extended={"example.com/dp": "2"} if variant % 5 == 0 else None,
     )
@@ -103,6 +104,8 @@ _ops = st.one_of(
     st.tuples(st.just("node"), st.integers(0, 5), st.integers(0, 19)),
     st.tuples(st.just("slice"), st.integers(0, 5), st.integers(0, 4)),
     st.tuples(st.just("claim"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("unclaim"), st.integers(0, 5), st.integers(0, 3)),  # that claim deleted
+    st.tuples(st.just("relabel"), st.integers(0, 5), st.integers(0, 3)),  # the node's labels changed
     st.tuples(st.just("leave"), st.integers(0, 50), st.just(0)),
     st.tuples(st.just("drop-node"), st.integers(0, 5), st.just(0)),
 )
@@ -119,6 +122,8 @@ class _World:
         self.rv = 10
         self.placed: list[str] = []
         self.pods = 0
+        self.variants: dict[int, int] = {}
+        self.relabels: dict[int, int] = {}
         for i in range(nodes):
             self.upsert_node(i, i)
             self.state.upsert_slice(_slice(f"n{i}", 2 + i % 3, self.next_rv()))
@@ -128,7 +133,20 @@ class _World:
         return self.rv
 
     def upsert_node(self, i: int, variant: int) -> None:
-        self.state.upsert_node(_node(f"n{i}", "ab"[i % 2], variant, self.next_rv()))
+        self.variants[i] = variant
+        self.state.upsert_node(self._node(i))
+
+    def relabel(self, i: int, how: int) -> None:
+        """The node's labels change, nothing else: its zone flips (what a nodeSelector, preferred
+        node affinity and zone spreading read), or a label nothing selects comes or goes."""
+        self.relabels[i] = how
+        self.state.upsert_node(self._node(i))
+
+    def _node(self, i: int) -> JSON:
+        how = self.relabels.get(i, 0)
+        zone = "ab"[(i + (how % 2)) % 2]
+        extra = {"draxr.test/extra": str(how)} if how >= 2 else None
+        return _node(f"n{i}", zone, self.variants.get(i, i), self.next_rv(), extra)
 
     def compare(self, shape: int, start: int, scoring: Scoring) -> tuple[str, Decision | Unschedulable]:
         """Schedules a new pod of ``shape`` with and without the cache (and again, now from the
@@ -185,6 +203,11 @@ class _World:
         elif kind == "claim":  # a claim made elsewhere takes a device of node a
             claim = cb.plain_claim(f"other-{a}-{b}", rv=str(self.next_rv()), alloc=cb.allocation(f"n{a}", f"gpu-{b}"))
             state.upsert_claim(claim)
+        elif kind == "unclaim":  # that claim deleted: its device free again (if it was made)
+            state.remove_claim("ns", f"other-{a}-{b}")
+        elif kind == "relabel":
+            if f"n{a}" in state.nodes:
+                self.relabel(a, b)
         elif kind == "leave" and self.placed:
             uid = self.placed.pop(a % len(self.placed))
             state.forget_allocation(f"<assumed>/{uid}")
