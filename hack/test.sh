@@ -77,6 +77,17 @@ if [ "$needs_helm" = 1 ]; then
   export DRAXR_HELM
   echo "[test] helm: $DRAXR_HELM" >&2
 fi
+# Kueue (tests/integration/test_kueue.py: its manager, CRDs and webhook configurations, from the Go
+# module proxy): for the whole suite, the integration directory or a path naming kueue.
+needs_kueue=$([ $# -eq 0 ] && echo 1 || echo 0)
+for arg in "$@"; do
+  case "$arg" in tests|tests/|tests/integration|tests/integration/|*kueue*) needs_kueue=1 ;; esac
+done
+if [ "$needs_kueue" = 1 ]; then
+  DRAXR_KUEUE_DIR=$(bash hack/build-kueue.sh | tail -n 1)
+  export DRAXR_KUEUE_DIR
+  echo "[test] kueue: $DRAXR_KUEUE_DIR" >&2
+fi
 if [ "$needs_promtool" = 1 ]; then
   # promtool (tests/monitoring: `promtool test rules` for every alert, `promtool check rules` for
   # the alerts and every PromQL expression of the Grafana dashboard).
