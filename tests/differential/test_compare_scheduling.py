@@ -23,9 +23,9 @@ DETAIL = "cannot allocate all claims: 1 device(s) of class gpu requested, only 0
 PY: dict[str, Any] = {
     "name": "c",
     "filter": {"a": None, "b": REJECTED, "c": {**DRA, "reasons": [DETAIL]}},
-    "scores": {"TaintToleration": {"a": 100}, "NodeResourcesFit": {"a": 40}},
+    "scores": {"TaintToleration": {"a": 100}, "NodeResourcesFit": {"a": 40}, "DynamicResources": {"a": 0}},
     "scoreSkipped": ["NodeAffinity"],
-    "weights": {"TaintToleration": 3, "NodeResourcesFit": 1},
+    "weights": {"TaintToleration": 3, "NodeResourcesFit": 1, "DynamicResources": 2},
     "total": {"a": 340},
     **{
         key: {"node": "a", "scores": {"TaintToleration": 100}, "statuses": {"b": REJECTED}}
@@ -65,7 +65,20 @@ def test_every_part_counts() -> None:
     missing = copy.deepcopy(PY)
     del missing["scores"]["NodeResourcesFit"]  # a plugin missing on one side
     assert diff_results(GO, missing)
-    assert diff_results(GO, changed(GO, ("scores", "DynamicResources", "a"), 5)), "the not-ported score must be 0"
+    assert diff_results(GO, changed(GO, ("scores", "DynamicResources", "a"), 5)), "DynamicResources' score counts"
+
+
+def test_fit_reasons_of_scalar_resources_in_any_order() -> None:
+    """fitsRequest walks the scalar resources in Go's map order: only their order may differ."""
+    reasons = ["Insufficient cpu", "Insufficient hugepages-2Mi", "Insufficient example.com/gpu"]
+    go = changed(GO, ("filter", "b", "reasons"), reasons)
+
+    def node_b(py_reasons: list[str]) -> list[str]:
+        return [d for d in diff_results(go, changed(PY, ("filter", "b", "reasons"), py_reasons)) if "filter[b]" in d]
+
+    assert node_b([reasons[0], reasons[2], reasons[1]]) == []
+    assert node_b([reasons[1], reasons[0], reasons[2]]), "cpu is checked before the scalar resources"
+    assert node_b(reasons[:2]), "a reason missing"
 
 
 def test_errors_are_compared_by_text() -> None:

@@ -3,9 +3,15 @@
 The Go side is tests/scheduler_harness (k8s.io/kubernetes v1.37.2's pkg/scheduler: the default
 profile, the in-tree registry and the default feature gates), built and cached by
 hack/build-scheduler-harness.sh. Both evaluate the same generated cases
-(draxr_dev.scheduling.casegen, at least 2,000 of them, then 1,200 volume cases from
-draxr_dev.scheduling.casegen_volumes and 800 claim cases from draxr_dev.scheduling.casegen_claims:
-DynamicResources for pods with ResourceClaims of their own and extended resources served by DRA):
+(draxr_dev.scheduling.casegen, 1,800 of them, then 1,100 volume cases from
+draxr_dev.scheduling.casegen_volumes, 700 claim cases from draxr_dev.scheduling.casegen_claims:
+DynamicResources for pods with ResourceClaims of their own and extended resources served by DRA,
+then from draxr_dev.scheduling.casegen_mixed 450 mixed cases, claims with volumes, spreading and
+affinity on one pod, network-attached, multi-slice and partitionable pools, device taints,
+firstAvailable and admin access, existing pods holding device-plugin resources and special claims,
+ephemeral-storage, hugepages, overhead and pod-level resources, and 16 large cases, 100-500 nodes,
+where production's schedule() is compared with the harness's search cut off at
+numFeasibleNodesToFind, ``partial``):
 every node's filter outcome (first failing plugin, status
 code, reasons, draxr's "cannot allocate all claims: <detail>" against upstream's reason), the
 score plugins run (a plugin missing on one side is a mismatch), each one's normalised, unweighted
@@ -20,7 +26,11 @@ itself is checked by tests/differential/test_scheduler_harness.py.
 
 Like the other differential test, this never skips for want of a Go toolchain: if the harness
 cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default 1), DRAXR_SCHED_DIFF_SCALE
-(default 1.0: 2,000 + 1,200 volume + 800 claim cases; the per-tag minimum of 20 scales with it).
+(default 1.0: 1,800 + 1,100 volume + 700 claim + 450 mixed + 16 large cases, 4,066 in all; the
+per-tag minimum of 20 scales with it, never above 20) or, for the nightly run,
+DRAXR_SCHED_DIFF_CASES (the total number of cases: it sets the scale, e.g.
+``DRAXR_SCHED_DIFF_CASES=20000 .venv/bin/python -m pytest tests/differential/test_scheduling_differential.py``,
+about five times the CI run's time).
 
 Reproducing a mismatch: the failure message names a directory holding cases.json, go.json and
 mismatches.json; `python -m tests.differential.compare_scheduling DIR/cases.json DIR/go.json`
@@ -41,15 +51,17 @@ import pytest
 from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import REQUIRED_TAGS, as_stored, feature_tally, format_tally, generate
 from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
+from draxr_dev.scheduling.casegen_mixed import LARGE_TAGS, MIXED_TAGS
 from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
 
 SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
-SCALE = float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
-COUNT = max(1, round(2000 * SCALE))
-VOLUME_COUNT = max(1, round(1200 * SCALE))
-CLAIM_COUNT = max(1, round(800 * SCALE))
+CI_COUNTS = (1800, 1100, 700, 450, 16)  # plain, volume, claim, mixed, large cases at scale 1
+_TOTAL = os.environ.get("DRAXR_SCHED_DIFF_CASES")
+SCALE = int(_TOTAL) / sum(CI_COUNTS) if _TOTAL else float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
+COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT = (max(1, round(n * SCALE)) for n in CI_COUNTS)
 MIN_CASES_PER_TAG = max(1, round(20 * min(SCALE, 1.0)))
+MIN_LARGE_PER_TAG = max(1, round(3 * min(SCALE, 1.0)))
 SHOW_MISMATCHES = 5
 
 
@@ -64,7 +76,7 @@ def harness() -> Path:
 
 @pytest.fixture(scope="module")
 def cases() -> list[dict[str, Any]]:
-    return generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT)
+    return generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +88,12 @@ def go_results(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[str, Any]]) -> None:
-    assert generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT) == cases, "the case generator is not deterministic"
-    assert len(cases) == COUNT + VOLUME_COUNT + CLAIM_COUNT
+    assert generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT) == cases, (
+        "the case generator is not deterministic"
+    )
+    assert len(cases) == COUNT + VOLUME_COUNT + CLAIM_COUNT + MIXED_COUNT + LARGE_COUNT
+    if SCALE >= 1:
+        assert len(cases) >= 2000
     assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
     tally = feature_tally(cases)
     thin = {t: tally.get(t, 0) for t in REQUIRED_TAGS if tally.get(t, 0) < MIN_CASES_PER_TAG}
@@ -96,6 +112,17 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[st
     claim_tally = feature_tally(claim_cases)
     thin = {t: claim_tally.get(t, 0) for t in CLAIM_TAGS if claim_tally.get(t, 0) < MIN_CASES_PER_TAG}
     assert not thin, f"claim features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(claim_tally)}"
+    mixed_cases = [c for c in cases if c["family"] == "mixed-dra"]
+    assert len(mixed_cases) == MIXED_COUNT
+    mixed_tally = feature_tally(mixed_cases)
+    thin = {t: mixed_tally.get(t, 0) for t in MIXED_TAGS if mixed_tally.get(t, 0) < MIN_CASES_PER_TAG}
+    assert not thin, f"mixed features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(mixed_tally)}"
+    large_cases = [c for c in cases if c["family"] == "large"]
+    assert len(large_cases) == LARGE_COUNT
+    assert all(100 <= len(c["nodes"]) <= 500 and c.get("partialScoring") for c in large_cases)
+    large_tally = feature_tally(large_cases)
+    thin = {t: large_tally.get(t, 0) for t in LARGE_TAGS if large_tally.get(t, 0) < MIN_LARGE_PER_TAG}
+    assert not thin, f"large-cluster features with fewer than {MIN_LARGE_PER_TAG} cases: {thin}"
 
 
 def test_harness_accepts_every_case_and_outcomes_vary(
@@ -140,6 +167,29 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         )
     for reason in ("cannot allocate all claims", "resourceclaim not available on the node"):
         assert dra[reason] >= MIN_CASES_PER_TAG, f"DynamicResources: {reason!r} in only {dra[reason]} cases"
+    # NodeResourcesFit on the resources beyond cpu and memory.
+    fit: Counter[str] = Counter()
+    for r in go_results:
+        fit.update(
+            {
+                reason.removeprefix("Insufficient ").split("-")[0]
+                for s in r["filter"].values()
+                if s is not None and s["plugin"] == "NodeResourcesFit"
+                for reason in s["reasons"]
+            }
+        )
+    for resource in ("ephemeral", "hugepages", "example.com/gpu"):
+        assert fit[resource] >= MIN_CASES_PER_TAG, (
+            f"NodeResourcesFit: Insufficient {resource} in only {fit[resource]} cases"
+        )
+    # Large clusters: kube-scheduler's search stops before the last node in some cases.
+    by_name = {c["name"]: c for c in cases}
+    cut_off = [
+        r["name"]
+        for r in go_results
+        if by_name[r["name"]].get("partialScoring") and len(r["partial"]["filter"]) < len(r["filter"])
+    ]
+    assert len(cut_off) >= max(1, round(2 * min(SCALE, 1.0))), f"the search is cut off in only {cut_off}"
     # The FailedScheduling message of every case without a feasible node (compared with draxr's).
     messages = [r.get("message", "") for r in go_results if not any(s is None for s in r["filter"].values())]
     assert all(m.startswith("0/") for m in messages), [m for m in messages if not m.startswith("0/")][:3]
@@ -155,6 +205,7 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
         "VolumeBinding",
+        "DynamicResources",
     ):
         assert nonzero[plugin] >= MIN_CASES_PER_TAG, f"{plugin} scores non-zero in only {nonzero[plugin]} cases"
 

@@ -39,7 +39,11 @@
 //	 // allocations, VolumeBinding's assumed volumes) and the snapshot updated; "" or a missing
 //	 // entry: not placed. A node the pod does not pass the filters on is an error of the case.
 //	 "sequence": [<v1 Pod>],
-//	 "assumeOn": ["<node for pod>", "<node for sequence[0]>", ...]}
+//	 "assumeOn": ["<node for pod>", "<node for sequence[0]>", ...],
+//	 // optional, for clusters of 100 nodes or more: also evaluate the pod the way
+//	 // findNodesThatPassFilters searches with the profile's percentageOfNodesToScore (see
+//	 // "partial" below)
+//	 "partialScoring": true}
 //
 // Output on stdout: one JSON list with one result per case, in input order:
 //
@@ -52,6 +56,10 @@
 //	                                               // message (FitError.Error(), or a Filter's error)
 //	 "scoreSkipped": ["<score plugin>"],           // PreScore returned Skip (0 on every node)
 //	 "steps": [<result>],                          // for sequences: each pod of "sequence"
+//	 "partial": <result>,                          // with "partialScoring": the search cut off
+//	                                               // after numFeasibleNodesToFind feasible nodes
+//	                                               // (only the nodes evaluated in "filter"; the
+//	                                               // scores normalised over the nodes found)
 //	 "preemption": {...}}                          // only with "preempt" and no feasible node:
 //	                                               // see preemption.go
 //
@@ -93,6 +101,13 @@
 //     score after NormalizeScore and before the weight (RunScorePlugins' weighted score
 //     divided by the plugin's weight); a plugin whose PreScore returned Skip scores 0 on
 //     every node. total[node] is the weighted sum RunScorePlugins returns.
+//   - with "partialScoring": the same once more, the way findNodesThatPassFilters searches when
+//     its parallelism is 1: the (PreFilter-narrowed) nodes in name order from index 0 (draxr's
+//     order; upstream's snapshot lists them zone by zone and starts where the last cycle stopped,
+//     and with 16 goroutines the nodes found first vary from run to run), stopping once
+//     numFeasibleNodesToFind (schedule_one.go, copied below; the default profile's
+//     percentageOfNodesToScore: unset, the global default 0, i.e. adaptive) nodes fit, then
+//     scored over those nodes only.
 //
 // Pods are prepared the way kube-apiserver 1.37.2 stores them on create, so that cases can
 // be written the way users write them: every pod (the incoming one and the existing ones)
@@ -122,6 +137,8 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +212,8 @@ type testCase struct {
 	// node each pod (Pod first) is assumed on before the next is scheduled ("": not placed).
 	Sequence []*v1.Pod `json:"sequence,omitempty"`
 	AssumeOn []string  `json:"assumeOn,omitempty"`
+	// optional: also report the search cut off at numFeasibleNodesToFind ("partial").
+	PartialScoring bool `json:"partialScoring,omitempty"`
 }
 
 type nodeStatus struct {
@@ -218,6 +237,8 @@ type result struct {
 	Steps []*result `json:"steps,omitempty"`
 	// Only for cases with "preempt": true where no node is feasible (preemption.go).
 	Preemption *preemptionResult `json:"preemption,omitempty"`
+	// Only for cases with "partialScoring": the search cut off at numFeasibleNodesToFind.
+	Partial *result `json:"partial,omitempty"`
 }
 
 type failure struct {
@@ -231,18 +252,50 @@ type storedPods struct {
 	Pods []*v1.Pod `json:"pods"`
 }
 
-// defaultProfile is what scheduler.New uses without a config file (applyDefaultProfile).
-func defaultProfile() (*schedulerapi.KubeSchedulerProfile, error) {
+// defaultProfile is what scheduler.New uses without a config file (applyDefaultProfile), and
+// the configuration's global percentageOfNodesToScore.
+func defaultProfile() (*schedulerapi.KubeSchedulerProfile, *int32, error) {
 	var versionedCfg configv1.KubeSchedulerConfiguration
 	scheme.Scheme.Default(&versionedCfg)
 	cfg := schedulerapi.KubeSchedulerConfiguration{}
 	if err := scheme.Scheme.Convert(&versionedCfg, &cfg, nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(cfg.Profiles) != 1 {
-		return nil, fmt.Errorf("the default configuration has %d profiles, want 1", len(cfg.Profiles))
+		return nil, nil, fmt.Errorf("the default configuration has %d profiles, want 1", len(cfg.Profiles))
 	}
-	return &cfg.Profiles[0], nil
+	return &cfg.Profiles[0], cfg.PercentageOfNodesToScore, nil
+}
+
+// minFeasibleNodesToFind and minFeasibleNodesPercentageToFind: schedule_one.go's constants.
+const (
+	minFeasibleNodesToFind           = 100
+	minFeasibleNodesPercentageToFind = 5
+)
+
+// numFeasibleNodesToFind is schedule_one.go's (*Scheduler).numFeasibleNodesToFind (unexported
+// there), the profile's percentage first, then the global one.
+func (r *runner) numFeasibleNodesToFind(numAllNodes int32) int32 {
+	if numAllNodes < minFeasibleNodesToFind {
+		return numAllNodes
+	}
+	var percentage int32
+	if r.profile.PercentageOfNodesToScore != nil {
+		percentage = *r.profile.PercentageOfNodesToScore
+	} else if r.percentageOfNodesToScore != nil {
+		percentage = *r.percentageOfNodesToScore
+	}
+	if percentage == 0 {
+		percentage = int32(50) - numAllNodes/125
+		if percentage < minFeasibleNodesPercentageToFind {
+			percentage = minFeasibleNodesPercentageToFind
+		}
+	}
+	numNodes := numAllNodes * percentage / 100
+	if numNodes < minFeasibleNodesToFind {
+		return minFeasibleNodesToFind
+	}
+	return numNodes
 }
 
 // prepareForCreate returns the pod as kube-apiserver would store it on create (see the
@@ -289,10 +342,12 @@ func preparePods(ctx context.Context, tc *testCase) (*v1.Pod, []*v1.Pod, error) 
 }
 
 type runner struct {
-	registry    frameworkruntime.Registry
-	profile     *schedulerapi.KubeSchedulerProfile
-	parallelism int
-	timeout     time.Duration
+	registry frameworkruntime.Registry
+	profile  *schedulerapi.KubeSchedulerProfile
+	// the configuration's global percentageOfNodesToScore (the profile's overrides it)
+	percentageOfNodesToScore *int32
+	parallelism              int
+	timeout                  time.Duration
 }
 
 func (r *runner) run(tc *testCase) (out any) {
@@ -530,9 +585,15 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		return nil, errors.New("the DRA manager's caches did not sync")
 	}
 
-	res, cyc, err := schedule(ctx, schedFramework, snapshot, pod)
+	res, cyc, err := schedule(ctx, schedFramework, snapshot, pod, nil)
 	if err != nil {
 		return nil, err
+	}
+	if tc.PartialScoring {
+		res.Partial, _, err = schedule(ctx, schedFramework, snapshot, pod, r.numFeasibleNodesToFind)
+		if err != nil {
+			return nil, fmt.Errorf("partial: %w", err)
+		}
 	}
 	// A sequence: each pod assumed on its node (as assumeAndReserve: the scheduler's cache, then
 	// the Reserve plugins: DynamicResources' pending allocations, VolumeBinding's assumed
@@ -559,7 +620,7 @@ func (r *runner) evaluate(tc *testCase) (*result, error) {
 		if next == nil {
 			break
 		}
-		step, stepCycle, err := schedule(ctx, schedFramework, snapshot, next)
+		step, stepCycle, err := schedule(ctx, schedFramework, snapshot, next, nil)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", i+1, err)
 		}
@@ -616,8 +677,10 @@ func statusOf(s *fwk.Status) *nodeStatus {
 }
 
 // schedule mirrors schedulePod / findNodesThatFitPod / prioritizeNodes (schedule_one.go),
-// recording every node's filter outcome and every plugin's score.
-func schedule(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, *cycle, error) {
+// recording every node's filter outcome and every plugin's score. With toFind (the partial
+// search, see the package comment): the nodes in name order, the search stopped once
+// toFind(number of nodes after PreFilter) of them fit.
+func schedule(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod, toFind func(int32) int32) (*result, *cycle, error) {
 	allNodes, err := snapshot.NodeInfos().List()
 	if err != nil {
 		return nil, nil, err
@@ -662,8 +725,17 @@ func schedule(ctx context.Context, f framework.Framework, snapshot *internalcach
 			}
 		}
 	}
+	limit := len(nodes)
+	if toFind != nil {
+		nodes = slices.Clone(nodes)
+		slices.SortFunc(nodes, func(a, b fwk.NodeInfo) int { return strings.Compare(a.Node().Name, b.Node().Name) })
+		limit = int(toFind(int32(len(nodes))))
+	}
 	var feasible []fwk.NodeInfo
 	for _, n := range nodes {
+		if len(feasible) >= limit {
+			break
+		}
 		status := f.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
 		if status.IsSuccess() {
 			res.Filter[n.Node().Name] = nil
@@ -808,9 +880,12 @@ func profileReport(r *runner) (map[string]any, error) {
 	}
 	return map[string]any{
 		"schedulerName": r.profile.SchedulerName,
-		"multiPoint":    multiPoint,
-		"plugins":       points,
-		"pluginArgs":    args,
+		// nil: unset (the global one applies); the global default is 0 (adaptive)
+		"percentageOfNodesToScore":       r.profile.PercentageOfNodesToScore,
+		"globalPercentageOfNodesToScore": r.percentageOfNodesToScore,
+		"multiPoint":                     multiPoint,
+		"plugins":                        points,
+		"pluginArgs":                     args,
 	}, nil
 }
 
@@ -839,16 +914,17 @@ func main() {
 	flag.Parse()
 
 	metrics.Register()
-	profile, err := defaultProfile()
+	profile, percentage, err := defaultProfile()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scheduler-harness: default profile: %v\n", err)
 		os.Exit(2)
 	}
 	r := &runner{
-		registry:    frameworkplugins.NewInTreeRegistry(),
-		profile:     profile,
-		parallelism: *pluginParallelism,
-		timeout:     *timeout,
+		registry:                 frameworkplugins.NewInTreeRegistry(),
+		profile:                  profile,
+		percentageOfNodesToScore: percentage,
+		parallelism:              *pluginParallelism,
+		timeout:                  *timeout,
 	}
 
 	switch {

@@ -194,7 +194,7 @@ def score_nodes(
         out["NodeAffinity"] = default_normalize({n.name: node_affinity_score(preferred, n.raw) for n in nodes})
 
     # NodeResourcesFit (no normalisation) and BalancedAllocation.
-    cpu, memory = pod.nonzero
+    cpu, memory = pod.view.fit_nonzero or pod.nonzero
     fit: dict[str, int] = {}
     balanced: dict[str, int] = {}
     actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))

@@ -32,6 +32,7 @@ from draxr.core.plugins.dynamic_resources import (
     DraFit,
     DynamicResources,
     claims_prefilter,
+    prioritized_list_scores,
     special_claim_options,
 )
 from draxr.core.plugins.node_resources_fit import Scoring
@@ -372,13 +373,17 @@ def schedule(
         # pass all its filters; here the allocator may still reject some of them, unless the pod
         # has claims of its own).
         volume = filters.volume_scores(feasible) if feasible else None
+        # DynamicResources' Score: the firstAvailable subrequests each node's Filter chose.
+        dra_scores = prioritized_list_scores(ccycle, dra_fits) if feasible else None
         order: Iterable[int]
         chosen_scores: Callable[[int], dict[str, int]]
         if equivalence:
-            ranking = rank(cycle, state, feasible, verdicts, volume)
+            ranking = rank(cycle, state, feasible, verdicts, volume, dra_scores)
             order, totals, chosen_scores = ranking.order(), ranking.totals, ranking.scores
         else:
-            order, totals, chosen_scores = _reference_ranking(cycle, state, feasible, verdicts, scoring, volume)
+            order, totals, chosen_scores = _reference_ranking(
+                cycle, state, feasible, verdicts, scoring, volume, dra_scores
+            )
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         for i in order:
             node, ext, verdict = feasible[i], verdicts[i].ext, dra_fits[i]
@@ -501,6 +506,7 @@ def _reference_ranking(
     verdicts: Sequence[NodeVerdict],
     scoring: Scoring,
     volume: Mapping[str, int] | None,
+    dra: Sequence[int] | None,
 ) -> tuple[list[int], list[int], Callable[[int], dict[str, int]]]:
     """The ranking without the equivalence cache (the reference the cache is tested against):
     cycle.score_nodes, with NodeResourcesFit's raw score from the verdicts (device scoring)."""
@@ -509,6 +515,11 @@ def _reference_ranking(
     fit = {n.name: v.fit for n, v in zip(nodes, verdicts, strict=True)}
     scores = score_nodes(cycle, state, nodes, most_allocated=scoring is not Scoring.LEAST_ALLOCATED, fit_override=fit)
     scores["VolumeBinding"] = dict(volume) if volume is not None else dict.fromkeys((n.name for n in nodes), 0)
+    scores["DynamicResources"] = (
+        {n.name: s for n, s in zip(nodes, dra, strict=True)}
+        if dra is not None
+        else dict.fromkeys((n.name for n in nodes), 0)
+    )
     by_name = weighted_totals(scores)
     totals = [by_name.get(n.name, 0) for n in nodes]
     order = sorted(range(len(nodes)), key=lambda i: (-totals[i], nodes[i].name))

@@ -112,10 +112,36 @@ DEFAULT_MEMORY = 200 * 1024 * 1024  # schedutil.DefaultMemoryRequest
 _NON_MISSING = {"cpu": Decimal("0.1"), "memory": Decimal(DEFAULT_MEMORY)}
 
 
+def _pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
+    """`resourcehelper.IsPodLevelRequestsSet`."""
+    return any(_is_pod_level_resource(n) for n in ((spec.get("resources") or {}).get("requests") or {}))
+
+
 def nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
-    """(milli-cpu, memory bytes) as kube-scheduler's scoring counts them: a container without a
-    cpu or memory request counts upstream's default for it (`NonMissingContainerRequests`)."""
-    reqs = pod_requests(pod, non_missing=_NON_MISSING)
+    """(milli-cpu, memory bytes) of a pod as a node's NonZeroRequested counts it (upstream
+    `PodInfo.CalculateResource`): a container without a cpu or memory request counts upstream's
+    default for it (`NonMissingContainerRequests`); with pod-level requests
+    (`getNonMissingContainerRequests`), only for a resource that neither the pod level nor any
+    container requests."""
+    spec = pod.get("spec") or {}
+    non_missing: Mapping[str, Decimal] = _NON_MISSING
+    if _pod_level_requests_set(spec):
+        plain = pod_requests(pod)
+        non_missing = {k: v for k, v in _NON_MISSING.items() if k not in plain}
+    reqs = pod_requests(pod, non_missing=non_missing)
+    return milli_value(reqs.get("cpu", Decimal(0))), value(reqs.get("memory", Decimal(0)))
+
+
+def fit_score_requests(pod: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(milli-cpu, memory bytes) of the pod to place as NodeResourcesFit's Score counts them, when
+    that differs from nonzero_requests (None otherwise): upstream's Fit builds its
+    resourceAllocationScorer without enablePodLevelResources (only BalancedAllocation's sets it),
+    so `calculatePodResourceRequest` skips pod-level requests: the containers' (each missing cpu
+    or memory at its default) plus the overhead."""
+    spec = pod.get("spec") or {}
+    if not _pod_level_requests_set(spec):
+        return None
+    reqs = pod_requests(pod, use_pod_level=False, non_missing=_NON_MISSING)
     return milli_value(reqs.get("cpu", Decimal(0))), value(reqs.get("memory", Decimal(0)))
 
 
@@ -204,6 +230,9 @@ class PodView:
     # What DynamicResources reads of a pod with spec.resourceClaims (core.pod_claims.prefilter):
     # its identity, the entries and status.resourceClaimStatuses. None without claims.
     claims_input: Mapping[str, Any] | None = None
+    # NodeResourcesFit's Score's (milli-cpu, memory) of the pod when not PodInfo.nonzero (pod-level
+    # requests, see fit_score_requests); None: PodInfo.nonzero.
+    fit_nonzero: tuple[int, int] | None = None
 
     @property
     def depends_on_pods(self) -> bool:
@@ -281,6 +310,7 @@ def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = No
         images=tuple(images),
         controller=(str(owner.get("apiVersion")), str(owner.get("kind")), str(owner.get("name"))) if owner else None,
         claims_input=_claims_input(pod) if spec.get("resourceClaims") else None,
+        fit_nonzero=fit_score_requests(pod),
     )
 
 

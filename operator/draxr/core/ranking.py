@@ -64,8 +64,10 @@ def rank(
     nodes: Sequence[NodeInfo],
     verdicts: Sequence[NodeVerdict],
     volume: Mapping[str, int] | None = None,
+    dra: Sequence[int] | None = None,
 ) -> Ranking:
-    """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores."""
+    """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores;
+    ``dra``: DynamicResources' normalised scores, one per node (None: 0 everywhere)."""
     view, pod = cycle.view, cycle.pod
     names = list(map(_name, nodes))
     columns: list[tuple[str, Sequence[int] | int]] = []
@@ -121,4 +123,6 @@ def rank(
 
     # (upstream never skips it: 0 everywhere for a pod without volumes, one constant here)
     columns.append(("VolumeBinding", [volume.get(name, 0) for name in names] if volume is not None else 0))
+    # (upstream has no PreScore for it: 0 everywhere for a pod without claims of its own)
+    columns.append(("DynamicResources", list(dra) if dra is not None else 0))
     return Ranking(names, columns)

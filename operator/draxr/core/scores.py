@@ -24,6 +24,7 @@ WEIGHTS = {
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
     "VolumeBinding": 1,  # scored by draxr.core.volumes.score_nodes
+    "DynamicResources": 2,  # scored by plugins.dynamic_resources.prioritized_list_scores
 }
 _MB = 1024 * 1024
 _MIN_IMAGE_THRESHOLD = 23 * _MB

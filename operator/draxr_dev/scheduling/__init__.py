@@ -15,7 +15,9 @@ A case (JSON, Kubernetes objects in their v1 JSON form)::
      # storage/v1 objects; (claim cases) "deviceClasses", "resourceSlices", "resourceClaims",
      # "resourceClaimTemplates": lists of the resource.k8s.io/v1 objects; (preemption cases,
      # casegen_preemption) "podDisruptionBudgets": policy/v1 objects and "preempt": true, and for
-     # its device family "draPreemption": true (the harness's DRA preemption reference)
+     # its device family "draPreemption": true (the harness's DRA preemption reference); (large
+     # cases, casegen_mixed) "partialScoring": true: the harness also reports "partial", the
+     # search stopped after numFeasibleNodesToFind feasible nodes in name order
      "pod": Pod (to place)}
 
 Pods are written as users write them (pod affinity matchLabelKeys / mismatchLabelKeys and

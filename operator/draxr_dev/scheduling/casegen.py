@@ -7,8 +7,10 @@ on purpose (four namespaces, a handful of apps, label values, taint keys, ports 
 selectors, ports, taints and topology domains collide. Each case has a family that raises the odds
 of one feature area (FOCUS) on top of a common mix, so every feature shows up often.
 
-Everything stays out of DRA: no ResourceClaims, no extended resources (the claim family,
-casegen_claims, adds them).
+Everything stays out of DRA and storage, and requests only cpu and memory: no ResourceClaims, no
+extended resources (the claim family, casegen_claims, adds them), no volumes (casegen_volumes);
+casegen_mixed mixes them all with ephemeral-storage, hugepages, overhead and pod-level resources,
+and builds the clusters of 100-500 nodes.
 
 ``feature_tally(cases)`` counts cases per tag; ``REQUIRED_TAGS`` is what the differential test
 demands at least 20 cases of (at 2,000 cases). Tags are added where the generator decides to use a
@@ -895,9 +897,12 @@ def generate_case(seed: int, index: int) -> JSON:
     return case
 
 
-def generate(seed: int, count: int, volume_count: int = 0, claim_count: int = 0) -> list[JSON]:
+def generate(
+    seed: int, count: int, volume_count: int = 0, claim_count: int = 0, mixed_count: int = 0, large_count: int = 0
+) -> list[JSON]:
     """`count` cases, then `volume_count` volume cases (casegen_volumes), then `claim_count` claim
-    cases (casegen_claims); the same for the same seed."""
+    cases (casegen_claims), then `mixed_count` mixed and `large_count` large cases
+    (casegen_mixed); the same for the same seed."""
     cases = [generate_case(seed, i) for i in range(count)]
     if volume_count:
         from draxr_dev.scheduling.casegen_volumes import generate_volume_case
@@ -907,6 +912,11 @@ def generate(seed: int, count: int, volume_count: int = 0, claim_count: int = 0)
         from draxr_dev.scheduling.casegen_claims import generate_claim_case
 
         cases += [generate_claim_case(seed, i) for i in range(claim_count)]
+    if mixed_count or large_count:
+        from draxr_dev.scheduling.casegen_mixed import generate_large_case, generate_mixed_case
+
+        cases += [generate_mixed_case(seed, i) for i in range(mixed_count)]
+        cases += [generate_large_case(seed, i) for i in range(large_count)]
     return cases
 
 
@@ -1010,10 +1020,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--volumes", type=int, default=0, help="volume cases after the others (casegen_volumes)")
     ap.add_argument("--claims", type=int, default=0, help="claim cases after the volume cases (casegen_claims)")
+    ap.add_argument("--mixed", type=int, default=0, help="mixed cases after the claim cases (casegen_mixed)")
+    ap.add_argument("--large", type=int, default=0, help="large cases (100-500 nodes) after those (casegen_mixed)")
     ap.add_argument("-o", "--output", default="-", help="file for the JSON list of cases (- = stdout, '' = none)")
     ap.add_argument("--tally", action="store_true", help="print the coverage tally to stderr")
     args = ap.parse_args(argv)
-    cases = generate(args.seed, args.count, args.volumes, args.claims)
+    cases = generate(args.seed, args.count, args.volumes, args.claims, args.mixed, args.large)
     if args.output:
         text = json.dumps(cases, separators=(",", ":"))
         if args.output == "-":
@@ -1033,6 +1045,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
 
             required += CLAIM_TAGS
+        if args.mixed:
+            from draxr_dev.scheduling.casegen_mixed import MIXED_TAGS
+
+            required += MIXED_TAGS
         thin = {t: tally.get(t, 0) for t in required if tally.get(t, 0) < 20}
         print(f"{len(cases)} cases; required tags below 20: {thin or 'none'}", file=sys.stderr)
     return 0

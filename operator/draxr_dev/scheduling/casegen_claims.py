@@ -168,6 +168,14 @@ class _World:
             },
         }
 
+    def requests(self) -> list[JSON]:
+        """The requests of one of the incoming pod's claims (casegen_mixed widens them)."""
+        return _requests(self)
+
+    def maybe_allocate(self, claim: JSON, nodes: list[str]) -> None:
+        """Leave ``claim`` unallocated or allocate it, in one of the states upstream leaves."""
+        _maybe_allocate(self, claim, nodes)
+
     def _take(self, node: str, driver: str, n: int) -> list[tuple[str, str, str]]:
         free = [d for d in self.devices.get(node, ()) if d[0] == driver]
         taken = free[:n]
@@ -263,7 +271,7 @@ def _requests(w: _World) -> list[JSON]:
 
 def _with_constraint(w: _World, claim: JSON) -> None:
     requests = claim["spec"]["devices"]["requests"]
-    several = len(requests) > 1 or (requests and (requests[0]["exactly"].get("count") or 0) > 1)
+    several = len(requests) > 1 or (requests and ((requests[0].get("exactly") or {}).get("count") or 0) > 1)
     if several and w.r.random() < 0.3:
         names = [q["name"] for q in requests]
         # (a NIC lacks the GPU driver's attribute: with one, the claim cannot fit)
@@ -284,7 +292,7 @@ def _incoming_claims(w: _World, pod: JSON) -> None:
         if r.random() < 0.4:  # from a template
             g.tag("claim:template")
             tmpl = f"tmpl-{i}"
-            requests = _requests(w)
+            requests = w.requests()
             w.templates.append(
                 {
                     "apiVersion": "resource.k8s.io/v1",
@@ -317,13 +325,13 @@ def _incoming_claims(w: _World, pod: JSON) -> None:
             if state < 0.06:
                 g.tag("claim:missing")
                 continue
-            claim = w.claim(name, ns, _requests(w))
+            claim = w.claim(name, ns, w.requests())
         _with_constraint(w, claim)
         if r.random() < 0.05:
             claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
             claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
             g.tag("claim:deleting")
-        _maybe_allocate(w, claim, nodes)
+        w.maybe_allocate(claim, nodes)
     pod["spec"]["resourceClaims"] = entries
     if statuses:
         pod.setdefault("status", {})["resourceClaimStatuses"] = statuses

@@ -34,7 +34,7 @@ from draxr.core.allocator import Features
 from draxr.core.claims import assumed_claim_key
 from draxr.core.cycle import score_nodes, weighted_totals
 from draxr.core.placement import Decision, NodeFilter, Unschedulable, prefilter, schedule
-from draxr.core.plugins.dynamic_resources import DynamicResources, special_claim_options
+from draxr.core.plugins.dynamic_resources import DynamicResources, prioritized_list_scores, special_claim_options
 from draxr.core.requests import prepare_pod
 from draxr.core.scores import WEIGHTS
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
@@ -151,6 +151,7 @@ def _per_node(pod: PodInfo, state: ClusterState, names: list[str], prefiltered: 
     dra = DynamicResources(pod, state, Features(), ccycle)
     filters: dict[str, dict[str, Any] | None] = {}
     feasible = []
+    fits: list[Any] = []
     for name in names:
         node = state.nodes[name]
         usage = state.usage.get(name) or EMPTY_USAGE
@@ -159,6 +160,7 @@ def _per_node(pod: PodInfo, state: ClusterState, names: list[str], prefiltered: 
             unmapped = prepared.unmapped_on(node.raw) if prepared.node_restricted else frozenset()
             ext = prepared.for_allocatable(node.raw.get("status", {}).get("allocatable") or {}, unmapped)
             rejection = node_filter.from_fit(node, usage, ext.dra, ext.reasons)
+            fit = None
             if rejection is None and (ext.needs_claim or ccycle is not None):
                 fit = dra.filter(node, special_claim_options(prepared, node, ext, state))
                 rejection = fit.counted if fit.rejection is not None else None
@@ -167,11 +169,16 @@ def _per_node(pod: PodInfo, state: ClusterState, names: list[str], prefiltered: 
             continue
         filters[name] = None
         feasible.append(node)
+        fits.append(fit)
     out: dict[str, Any] = {"filter": filters}
     scores = score_nodes(cycle, state, feasible) if feasible else {}
     if feasible:  # (0 everywhere for a pod without volumes: upstream never skips it)
         volume = node_filter.volume_scores(feasible)
         scores["VolumeBinding"] = volume if volume is not None else dict.fromkeys((n.name for n in feasible), 0)
+        dra_scores = prioritized_list_scores(ccycle, fits)
+        scores["DynamicResources"] = {
+            n.name: dra_scores[i] if dra_scores is not None else 0 for i, n in enumerate(feasible)
+        }
     out["scores"] = scores
     if feasible:
         out["scoreSkipped"] = sorted(set(WEIGHTS) - set(scores))

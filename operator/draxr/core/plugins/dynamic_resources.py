@@ -16,6 +16,7 @@ from draxr.core.allocator import AllocationFatalError, Allocator, Features, Node
 from draxr.core.allocator.allocated_devices import AllocatedState
 from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.claims import assumed_claim_key, held_claim_key
+from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_claims import ClaimsCycle, PodClaim
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources
 from draxr.core.state import ClusterState, NodeInfo, PodInfo
@@ -55,6 +56,49 @@ class ClaimDecision:
     @property
     def key(self) -> str:
         return pod_claims.claim_key(self.namespace, self.name)
+
+
+# resourceapi.FirstAvailableDeviceRequestMaxSize
+FIRST_AVAILABLE_MAX_SIZE = 8
+
+
+def prioritized_list_score(ccycle: ClaimsCycle, fit: DraFit | None) -> int:
+    """DynamicResources' raw Score on a node (dynamicresources.go Score / computeScore, with
+    DRAPrioritizedList): for every claim of the pod, allocated already or by this node's Filter
+    (``fit.claims``), and every firstAvailable request, 8 minus the index of the subrequest its
+    allocation chose. 0 for claims without firstAvailable."""
+    new = {d.key: d.allocation for d in (fit.claims if fit is not None else ()) if d.allocation is not None}
+    score = 0
+    for pc in ccycle.claims:
+        allocation = pc.allocation if pc.allocation is not None else new.get(pc.key)
+        if allocation is None:
+            continue
+        chosen = {
+            str(r.get("request") or "")
+            for r in (allocation.get("devices") or {}).get("results") or ()
+            if "/" in str(r.get("request") or "")
+        }
+        if not chosen:
+            continue
+        for request in ((pc.claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            if request.get("exactly") is not None:
+                continue
+            for i, sub in enumerate(request.get("firstAvailable") or ()):
+                if f"{request.get('name')}/{sub.get('name')}" in chosen:
+                    score += FIRST_AVAILABLE_MAX_SIZE - i
+    return score
+
+
+def prioritized_list_scores(ccycle: ClaimsCycle | None, fits: Sequence[DraFit | None]) -> list[int] | None:
+    """DynamicResources' normalised scores (DefaultNormalizeScore) over the feasible nodes, given
+    each one's Filter verdict; None for a pod without claims of its own (0 on every node)."""
+    if ccycle is None:
+        return None
+    raw = [prioritized_list_score(ccycle, fit) for fit in fits]
+    hi = max(raw, default=0)
+    if hi == 0:
+        return raw
+    return [MAX_NODE_SCORE * s // hi for s in raw]
 
 
 def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | Status | None:

@@ -74,7 +74,7 @@ class Fit:
         checked: list[tuple[str, int]] | None = None,
     ) -> None:
         self.checked = fit_checked(pod) if checked is None else checked
-        self.cpu, self.memory = pod.nonzero
+        self.cpu, self.memory = pod.view.fit_nonzero or pod.nonzero  # (pod-level requests left out)
         self.least = scoring is Scoring.LEAST_ALLOCATED
         self.state, self.device_scoring = state, device_scoring
 
@@ -125,6 +125,7 @@ class NodeResourcesFit:
         return (
             tuple(sorted(pod.units.items())),
             pod.nonzero,
+            view.fit_nonzero,
             tuple(sorted(view.extended.items())),
             tuple(
                 (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
