@@ -33,7 +33,7 @@ At the end every adoption claim is checked: owned by its pod, allocated exactly 
 uuid names, on its node; no stream pod was placed on a migrating node. Then draxr's CPU while idle
 for ``--idle-seconds`` (the migrator's periodic passes with every record fresh). ``--profile`` runs
 py-spy (the bench extra) on draxr from the first record to the last adoption. The JSON goes to
-bench/results/ (``--out``); bench/README.md, "Migration", reads it.
+bench/results/ (``--out``); bench/NOTEBOOK.md, "Migration", reads it.
 """
 
 from __future__ import annotations

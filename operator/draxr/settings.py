@@ -81,7 +81,7 @@ class Settings(BaseSettings):
         False,
         description="serve the webhook from a process of its own, which the operator starts, feeds and restarts, "
         "so that admission never waits for the operator's GIL (default: a thread of the operator's process, which "
-        "costs less CPU per review and measured as fast or faster on 2 cores, see bench/README)",
+        "costs less CPU per review and measured as fast or faster on 2 cores, see bench/NOTEBOOK.md)",
     )
     webhook_namespace: str = Field(
         default_factory=lambda: os.environ.get("POD_NAMESPACE") or "draxr-system",

@@ -18,7 +18,7 @@ informers listed (a clean restart: the previous leader drained its writes before
 one held the lease in between). A takeover from a live, crashed or frozen leader, or from a
 standby whose lists are older than the previous leader's last term, always lists (the chaos run's
 case). At 40,000 bound pods the catch-up is ~80,000 objects in pages of 500: 49 s on a loaded
-API server (bench/README.md, "Scale"), which a clean restart no longer pays.
+API server (bench/NOTEBOOK.md, "Scale"), which a clean restart no longer pays.
 """
 
 from __future__ import annotations

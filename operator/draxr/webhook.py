@@ -161,7 +161,7 @@ class WebhookServer:
     loop's watch events and scheduling cycles (under a burst of pod creations the main loop is busy
     by design, and a reply later than the configuration's timeout admits the pod unsteered). The
     decision only reads the current mapping, an immutable object swapped by reference. (The thread
-    still shares the GIL with that loop: bench/README measures what that costs.)
+    still shares the GIL with that loop: bench/NOTEBOOK.md measures what that costs.)
 
     Every replica serves from its own warm view; only the leader runs ``CertKeeper.ensure_loop``.
     Until a certificate exists nothing listens: the API server's calls fail and, failurePolicy

@@ -2,7 +2,7 @@
 
 In a thread of the operator (the default) the webhook shares the GIL with the watches and
 scheduling cycles of the very pods it admits; here it does not, at the price of a process and of
-about 0.4 ms more CPU per review (bench/README: on 2 cores that CPU, not the GIL, is the bound, so
+about 0.4 ms more CPU per review (bench/NOTEBOOK.md: on 2 cores that CPU, not the GIL, is the bound, so
 the thread stays the default). The child (``webhook_child``) answers from what this supervisor sends it over a
 socket pair: the settings, the serving certificate and every rotation (``CertKeeper.deliver``), and
 the mapping whenever it changes (``mapping_changed``, called where the operator's view changes,

@@ -1,5 +1,5 @@
 """JSON through orjson: decoding the watch lines and list pages and encoding the kept claims were a
-third of a resync's CPU with the standard library (bench/README, "Scale").
+third of a resync's CPU with the standard library (bench/NOTEBOOK.md, "Scale").
 
 orjson reads integers up to 64 bits exactly and larger ones as floats. The API server sends no
 larger ones: its typed fields are Go integers of at most 64 bits, and it decodes the numbers of

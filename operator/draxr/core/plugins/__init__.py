@@ -33,7 +33,7 @@ by labels, term groups, spreading counts, placed volumes), which ClusterState.wi
 with_pods_on update pod by pod (its ``_account``), and their PreFilter state is built again from
 those. DynamicResources frees the removed pods' claims (DynamicResources.use_allocated).
 
-Adding a plugin: CONTRIBUTING.md, "Add a plugin".
+Adding a plugin: docs/developer/adding-a-plugin.md.
 """
 
 from __future__ import annotations
