@@ -16,7 +16,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # page (relative to the repository) -> test module that runs its ``bash`` blocks
-RUNNERS: dict[str, str] = {}
+RUNNERS: dict[str, str] = {
+    "README.md": "tests/integration/test_docs.py",
+    "docs/getting-started.md": "tests/integration/test_docs.py",
+    "docs/install.md": "tests/integration/test_docs.py",
+    "docs/concepts/steering.md": "tests/integration/test_docs.py",
+    "docs/concepts/mapping.md": "tests/integration/test_docs.py",
+    "docs/concepts/claim-release.md": "tests/integration/test_docs.py",
+    "docs/reference/kubectl-draxr.md": "tests/integration/test_docs.py",
+    "docs/reference/crd.md": "tests/integration/test_docs.py",
+    "docs/developer/testing.md": "tests/integration/test_docs.py",
+    "docs/developer/image.md": "tests/integration/test_docs.py",
+}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
