@@ -97,7 +97,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -121,6 +121,10 @@ DRIVERS = {GPU: "gpu.example.com", PROBE: "probe.example.com"}
 SPECIAL_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 LEASE = ("--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1")
 LEASE_SECONDS = 6.0
+RENEW_DEADLINE_SECONDS = 4.0  # (LEASE's --renew-deadline-seconds)
+FROZEN_WRITE_SECONDS = (
+    2.0  # a request frozen by SIGSTOP after draxr's fence reaches the API server this soon after SIGCONT
+)
 TAKEOVER_SECONDS = 10.0  # a stopped leader's lease must be taken over within the lease + this (seen: 6-7 s)
 EXIT_WINDOW = 15.0  # a replica's exit is explained by a fault on at the time or ended this long before
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
@@ -1459,6 +1463,7 @@ class Chaos:
             leader.stopped = True
             leader.signal(signal.SIGSTOP)
             t_stop = time.monotonic()
+            p["stopped_at"] = time.time()  # (wall clock, as the audit log's)
             # Stopped until another replica holds the lease (seen in the Lease), at most this long.
             limit = LEASE_SECONDS + TAKEOVER_SECONDS
             holder = ""
@@ -1470,6 +1475,7 @@ class Chaos:
             p["seconds"] = round(time.monotonic() - t_stop, 1)
             leader.stopped = False
             leader.signal(signal.SIGCONT)
+            p["continued_at"] = time.time()
             rec.ended = time.monotonic()
             p["taken_over_by"] = holder if holder != identity else ""
             if holder and holder != identity:
@@ -1590,8 +1596,8 @@ def judge_exits(observer: Observer, records: list[FaultRecord], exits: list[JSON
                 continue
             if reason == "SIGKILL (fault)" and (rec.kind != "leader-sigkill" or rec.params.get("replica") != who):
                 continue
-            if reason not in ("SIGKILL (fault)", "lost leadership"):
-                continue
+            if reason not in ("SIGKILL (fault)", "lost leadership") or (reason == "lost leadership" and e["code"] != 1):
+                continue  # (draxr exits 1 when it lost the lease; a log that says so and another code is a crash)
             used.add((i, who))
             e["explained_by"] = f"{rec.kind}#{i}"
             break
@@ -1609,18 +1615,39 @@ def judge_poll_failures(observer: Observer, records: list[FaultRecord]) -> None:
             observer.violate("poll_failed", f"{t - observer.t0:.1f}", at=round(t - observer.t0, 1))
 
 
+def _frozen_in_flight(
+    w: JSON, freezes: Sequence[tuple[str, float, float]], leases: list[tuple[float, str, bool]]
+) -> bool:
+    for replica, stopped, continued in freezes:
+        if replica != w["replica"] or not continued <= w["received"] <= continued + FROZEN_WRITE_SECONDS:
+            continue
+        renewed = max((t for t, r, certain in leases if r == replica and certain and t <= stopped), default=None)
+        if renewed is not None and stopped - renewed < RENEW_DEADLINE_SECONDS:
+            return True
+    return False
+
+
 def _ts(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
 
-def judge_audit(observer: Observer, run_dir: Path, replicas_by_jti: dict[str, str]) -> JSON:
+def judge_audit(
+    observer: Observer, run_dir: Path, replicas_by_jti: dict[str, str], freezes: Sequence[tuple[str, float, float]] = ()
+) -> JSON:
     """Split brain, from kube-apiserver's audit log (draxr's writes: each replica has a token of its
     own, the event's credential ID names it). The holder of the Lease is the replica whose write of
     it last succeeded (by the time the API server completed it); a write of anything else by one
     replica received after another's Lease write completed (and before its own next Lease write) is
     a write by a replica that no longer led: a violation. A Lease write whose outcome the log does
     not show (kube-apiserver killed meanwhile) may have succeeded: it makes its replica a possible
-    holder, and a write judged against another's such write is not judged."""
+    holder, and a write judged against another's such write is not judged.
+
+    One exception, counted apart (``frozen_in_flight``) and not a violation: a write of a replica
+    that was SIGSTOPped (``freezes``: replica, stop, SIGCONT, wall clock) received at most
+    FROZEN_WRITE_SECONDS after its SIGCONT, when its last Lease write had completed less than the
+    renew deadline before the stop. Such a request passed draxr's fence (checked before the send)
+    and was frozen with the process before it reached the socket: a delayed packet, which no
+    time-based lease can stop (only a precondition on the object written can)."""
     requests: dict[str, JSON] = {}
     for path in sorted(run_dir.glob("audit*.log")):
         with path.open() as f:
@@ -1663,12 +1690,16 @@ def judge_audit(observer: Observer, run_dir: Path, replicas_by_jti: dict[str, st
     times = [t for t, _, _ in leases]
     takeovers = sum(1 for a, b in itertools.pairwise(leases) if a[2] and b[2] and a[1] != b[1])
     unjudged = 0
+    frozen: list[JSON] = []
     for w in sorted(writes, key=lambda w: w["received"]):
         i = bisect.bisect_left(times, w["received"]) - 1
         if i >= 0 and leases[i][1] == w["replica"]:
             continue
         if i >= 0 and not leases[i][2]:
             unjudged += 1
+            continue
+        if _frozen_in_flight(w, freezes, leases):
+            frozen.append({k: w[k] for k in ("replica", "what", "code", "received")})
             continue
         holder = leases[i][1] if i >= 0 else None
         since = leases[i][0] if i >= 0 else None
@@ -1683,6 +1714,7 @@ def judge_audit(observer: Observer, run_dir: Path, replicas_by_jti: dict[str, st
         "takeovers": takeovers,
         "unattributed": unattributed,
         "unjudged": unjudged,
+        "frozen_in_flight": frozen,
         "by_replica": dict(Counter(w["replica"] for w in writes)),
     }
 
@@ -1848,7 +1880,12 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             await asyncio.gather(*work, *tasks, return_exceptions=True)
         judge_exits(observer, chaos.records, replicas.exits)
         judge_poll_failures(observer, chaos.records)
-        audit = judge_audit(observer, run_dir, {jti: name for name, (_, jti) in tokens.items()})
+        freezes = [
+            (r.params["replica"], r.params["stopped_at"], r.params["continued_at"])
+            for r in chaos.records
+            if r.kind == "leader-sigstop" and "continued_at" in r.params
+        ]
+        audit = judge_audit(observer, run_dir, {jti: name for name, (_, jti) in tokens.items()}, freezes)
         result |= {
             "seed": cfg.seed,
             "fault_phase_s": round(t_settle - t_faults, 1),

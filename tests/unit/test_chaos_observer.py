@@ -342,8 +342,9 @@ def record(kind: str, started: float, ended: float, **params: Any) -> Any:
 def test_every_replica_exit_is_explained_by_a_fault() -> None:
     records = [record("leader-sigkill", 10.0, 10.1, replica="draxr-a"), record("stall", 50.0, 56.0)]
 
-    def exit_(replica: str, t: float, reason: str) -> dict[str, Any]:
-        return {"replica": replica, "t": t, "at": t, "reason": reason}
+    def exit_(replica: str, t: float, reason: str, code: int | None = None) -> dict[str, Any]:
+        code = code if code is not None else -9 if reason.startswith("SIGKILL") else 1
+        return {"replica": replica, "t": t, "at": t, "reason": reason, "code": code}
 
     obs = observer()
     chaos.judge_exits(
@@ -356,11 +357,12 @@ def test_every_replica_exit_is_explained_by_a_fault() -> None:
         exit_("draxr-b", 52.0, "lost leadership"),
         exit_("draxr-b", 53.0, "lost leadership"),  # a second exit of the same replica for one fault
         exit_("draxr-a", 54.0, "liveness (watch pods)"),  # not what a fault explains
+        exit_("draxr-a", 55.0, "lost leadership", code=3),  # its log says so, its exit code does not
     ]
     obs = observer()
     chaos.judge_exits(obs, records, bad)
-    assert obs.violations["replica_exit"] == 4
-    assert [d["at"] for d in obs.details] == [10.3, 30.0, 53.0, 54.0]
+    assert obs.violations["replica_exit"] == 5
+    assert [d["at"] for d in obs.details] == [10.3, 30.0, 53.0, 54.0, 55.0]
 
 
 def test_failed_polls_only_while_the_apiserver_is_down() -> None:
@@ -416,3 +418,34 @@ def test_the_audit_log_shows_a_replica_writing_after_another_took_the_lease(tmp_
         (rc, "ja", "patch", "pods", "p3", "12.000000", "12.010000", 200),
     ])  # fmt: skip
     assert obs.violations["split_brain"] == 0
+
+
+def test_a_write_frozen_in_flight_by_sigstop_is_counted_apart(tmp_path: Any) -> None:
+    """draxr-a renewed at 01, was SIGSTOPped at 02 and continued at 09.5 after draxr-b took the Lease
+    at 09: its write received at 09.6 left the fence before the stop (counted apart); one received
+    at 12 was sent after it resumed (a violation), as is one of a replica that had not renewed for
+    longer than the renew deadline when it was stopped."""
+    rc = "ResponseComplete"
+    lines = [
+        (rc, "ja", "update", "leases", "draxr", "01.000000", "01.010000", 200),
+        (rc, "jb", "update", "leases", "draxr", "09.000000", "09.010000", 200),
+        (rc, "ja", "patch", "events", "e1", "09.600000", "09.610000", 200),
+    ]
+    (tmp_path / "audit.log").write_text("\n".join(audit_line(*ln) for ln in lines) + "\n")
+
+    def at(second: float) -> float:
+        return chaos._ts(f"2026-01-01T00:00:{second:09.6f}Z")
+
+    replicas = {"ja": "draxr-a", "jb": "draxr-b"}
+    obs = observer()
+    audit = chaos.judge_audit(obs, tmp_path, replicas, [("draxr-a", at(2.0), at(9.5))])
+    assert obs.violations["split_brain"] == 0
+    assert [w["what"] for w in audit["frozen_in_flight"]] == ["patch events/chaos/e1"]
+    obs = observer()
+    chaos.judge_audit(obs, tmp_path, replicas, [("draxr-a", at(6.0), at(9.5))])  # renewed 5 s before the stop
+    assert obs.violations["split_brain"] == 1
+    lines.append((rc, "ja", "patch", "events", "e2", "12.000000", "12.010000", 200))
+    (tmp_path / "audit.log").write_text("\n".join(audit_line(*ln) for ln in lines) + "\n")
+    obs = observer()
+    chaos.judge_audit(obs, tmp_path, replicas, [("draxr-a", at(2.0), at(9.5))])
+    assert obs.violations["split_brain"] == 1
