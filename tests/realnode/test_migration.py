@@ -35,13 +35,17 @@ import pytest
 from draxr.app import Operator
 from draxr.core.migration import ADOPTION_LABEL, ID_ATTRIBUTE_ANNOTATION
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
+from draxr.core.plugins.node_resources_fit import DRA_HOLDS_DEVICES
 from draxr.kube import DEVICE_CLASSES, EVENTS, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
+from draxr.leader import LEASES
 from draxr.node_agent import RECORDS
 from draxr_dev.devcluster import realnode
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
 from draxr_dev.devcluster.realnode import RealNode
 
-from ..integration.helpers import eventually, get_or_none
+from ..integration.clusters import service_account_dir
+from ..integration.embedded import OperatorThread
+from ..integration.helpers import NAMESPACE, SCHEDULER, Draxr, eventually, get_or_none
 from ..integration.test_node_agent import (
     AGENT,
     agent_command,
@@ -58,6 +62,8 @@ OLD_DEVICES = 2
 # The old pod's container runs until the test creates the file /signal/finish (a hostPath of the
 # test's own directory), then exits 0: the pod Succeeds, as a finished job does.
 UNTIL_FINISHED = "trap 'exit 0' TERM; env | sort; while [ ! -e /signal/finish ]; do sleep 1; done"
+# The replicas' Lease, short: the standby takes over a few seconds after the leader is killed.
+FAST_LEASE = ["--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1"]
 # A container that, asked to stop, goes on using its devices for a while (saving its work).
 SLOW_TO_STOP = "trap 'sleep 15; exit 0' TERM; env | sort; while true; do sleep 1; done"
 
@@ -241,17 +247,7 @@ async def _moved(
     try:
         # 1. The device plugin serves the name: draxr binds "old" (no claim), kubelet's device
         # manager gives it two devices, its container prints their IDs and keeps running.
-        old = _pod("old", resource, OLD_DEVICES, "draxr", old_command)
-        old["spec"]["terminationGracePeriodSeconds"] = 40
-        old["spec"]["volumes"] = [{"name": "signal", "hostPath": {"path": str(signal_dir), "type": "Directory"}}]
-        old["spec"]["containers"][0]["volumeMounts"] = [{"name": "signal", "mountPath": "/signal"}]
-        w.old_uid = (await kube.create(PODS, old, namespace))["metadata"]["uid"]
-        ids = sorted((await _log_env(cp, namespace, "old", "DRAXR_DP_DEVICES"))["DRAXR_DP_DEVICES"].split(","))
-        assert len(ids) == OLD_DEVICES
-        bound = await kube.get(PODS, "old", namespace)
-        assert bound["spec"]["nodeName"] == node
-        assert "extendedResourceClaimStatus" not in bound["status"]
-        assert await kube.list(RESOURCE_CLAIMS, namespace) == []
+        ids = await _old_pod(kube, cp, w, resource, signal_dir, old_command)
 
         # 2. The device plugin stops (allocatable 0; the pod keeps its devices); DRA serves the name
         # with the same devices: a DeviceClass of the DRA plugin's devices the device plugin served,
@@ -261,16 +257,7 @@ async def _moved(
         by_uuid = await _uuids(kube, node)
         assert {f"dev-{i}" for i in range(served)} <= set(by_uuid), by_uuid
         w.held = frozenset(by_uuid[i] for i in ids)
-        selector = f'device.driver == "{realnode.DRIVER}" && device.attributes["{realnode.DRIVER}"].index < {served}'
-        await kube.create(
-            DEVICE_CLASSES,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": dra_class, "annotations": {ID_ATTRIBUTE_ANNOTATION: "uuid"}},
-                "spec": {"extendedResourceName": resource, "selectors": [{"cel": {"expression": selector}}]},
-            },
-        )
+        await _device_class(kube, dra_class, resource, served)
         # No record yet: draxr hands out none of the class's devices on the node.
         await kube.create(PODS, _pod("early", resource, 1, "draxr"), namespace)
 
@@ -282,12 +269,7 @@ async def _moved(
 
         # 3. The node agent publishes what kubelet reports: "old" with its IDs; the migrator writes
         # the adoption claim, allocated with exactly the devices whose uuid is one of those IDs.
-        sleeper = node_pod(f"{names}-agent", [container("agent", 0, SIDECAR)], scheduler="default-scheduler")
-        token = await pod_bound_token(kube, node, f"{names}-agent", sleeper["spec"])
-        sa_dir = await asyncio.to_thread(write_sa_dir, cp, tmp_path / "sa", token)
-        socket = real_node.kubelet_root / "pod-resources" / "kubelet.sock"
-        agent = Agent(*agent_command(cp, sa_dir, node, socket, free_port(), refresh=2), tmp_path / "node-agent.log")
-        agent.start()
+        agent = await _agent(kube, cp, real_node, names, tmp_path)
         recorded = await eventually(lambda: _recorded(w, agent), timeout=60)
         assert recorded == [{"name": "main", "devices": [{"resourceName": resource, "deviceIDs": ids}]}]
         claim = await eventually(lambda: _adopted(w), timeout=60)
@@ -321,26 +303,91 @@ async def _moved(
             await kube.delete(PODS, "late-kube-scheduler", namespace)
         yield Moved(w, agent, resource, claim, signal_dir, taken, recorded)
     finally:
-        if agent is not None:
-            agent.kill()
-        for p in await kube.list(PODS, namespace):
-            await kube.delete_if_exists(PODS, p["metadata"]["name"], namespace)
+        await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=plugin_stopped)
 
-        async def pods_gone() -> bool:
-            return not await kube.list(PODS, namespace)
 
-        await eventually(pods_gone, timeout=120)
+async def _old_pod(
+    kube: Kube, cp: ControlPlane, w: Watcher, resource: str, signal_dir: Path, command: str
+) -> list[str]:
+    """Step 1: draxr binds "old" (no claim: allocatable serves the name), kubelet's device manager
+    gives it two devices, its container prints their IDs and runs until ``signal_dir/finish``."""
+    namespace = w.namespace
+    old = _pod("old", resource, OLD_DEVICES, "draxr", command)
+    old["spec"]["terminationGracePeriodSeconds"] = 40
+    old["spec"]["volumes"] = [{"name": "signal", "hostPath": {"path": str(signal_dir), "type": "Directory"}}]
+    old["spec"]["containers"][0]["volumeMounts"] = [{"name": "signal", "mountPath": "/signal"}]
+    w.old_uid = (await kube.create(PODS, old, namespace))["metadata"]["uid"]
+    ids = sorted((await _log_env(cp, namespace, "old", "DRAXR_DP_DEVICES"))["DRAXR_DP_DEVICES"].split(","))
+    assert len(ids) == OLD_DEVICES
+    bound = await kube.get(PODS, "old", namespace)
+    assert bound["spec"]["nodeName"] == w.node
+    assert "extendedResourceClaimStatus" not in bound["status"]
+    assert await kube.list(RESOURCE_CLAIMS, namespace) == []
+    return ids
 
-        async def slice_back() -> bool:  # (kubelet wipes it when it starts; the plugin republishes)
-            return len(await _uuids(kube, node)) == real_node.options.devices
 
-        await eventually(slice_back, timeout=90)
-        await kube.delete_if_exists(DEVICE_CLASSES, dra_class)
-        if plugin_stopped:
-            await asyncio.to_thread(real_node.start_device_plugin)
-        await kube.delete_if_exists(PODS, f"{names}-agent", AGENT)
-        await kube.delete_if_exists(RECORDS, node)
-        await asyncio.to_thread(remove_component, cp, objs)
+async def _device_class(kube: Kube, name: str, resource: str, served: int) -> None:
+    """DRA serves the name with the device plugin's devices (index < served), identity ``uuid``."""
+    selector = f'device.driver == "{realnode.DRIVER}" && device.attributes["{realnode.DRIVER}"].index < {served}'
+    await kube.create(
+        DEVICE_CLASSES,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name, "annotations": {ID_ATTRIBUTE_ANNOTATION: "uuid"}},
+            "spec": {"extendedResourceName": resource, "selectors": [{"cel": {"expression": selector}}]},
+        },
+    )
+
+
+async def _agent(kube: Kube, cp: ControlPlane, real_node: RealNode, names: str, tmp_path: Path) -> Agent:
+    """The node agent started on the host with a token bound to a pod on the node (its DaemonSet's)."""
+    sleeper = node_pod(f"{names}-agent", [container("agent", 0, SIDECAR)], scheduler="default-scheduler")
+    token = await pod_bound_token(kube, real_node.name, f"{names}-agent", sleeper["spec"])
+    sa_dir = await asyncio.to_thread(write_sa_dir, cp, tmp_path / "sa", token)
+    socket = real_node.kubelet_root / "pod-resources" / "kubelet.sock"
+    cmd = agent_command(cp, sa_dir, real_node.name, socket, free_port(), refresh=2)
+    agent = Agent(*cmd, tmp_path / "node-agent.log")
+    agent.start()
+    return agent
+
+
+async def _undo(
+    kube: Kube,
+    cp: ControlPlane,
+    real_node: RealNode,
+    namespace: str,
+    names: str,
+    agent: Agent | None,
+    dra_class: str,
+    objs: list[JSON],
+    *,
+    plugin_stopped: bool,
+) -> None:
+    """The pods gone, the DeviceClass deleted, the device plugin serving again, the node's
+    ResourceSlice there, the agent and its objects gone."""
+    if agent is not None:
+        agent.kill()
+    for p in await kube.list(PODS, namespace):
+        await kube.delete_if_exists(PODS, p["metadata"]["name"], namespace)
+
+    async def pods_gone() -> bool:
+        return not await kube.list(PODS, namespace)
+
+    await eventually(pods_gone, timeout=120)
+    for c in await kube.list(RESOURCE_CLAIMS, namespace):  # (the pods' own claims)
+        await kube.delete_if_exists(RESOURCE_CLAIMS, c["metadata"]["name"], namespace)
+
+    async def slice_back() -> bool:  # (kubelet wipes it when it starts; the plugin republishes)
+        return len(await _uuids(kube, real_node.name)) == real_node.options.devices
+
+    await eventually(slice_back, timeout=90)
+    await kube.delete_if_exists(DEVICE_CLASSES, dra_class)
+    if plugin_stopped:
+        await asyncio.to_thread(real_node.start_device_plugin)
+    await kube.delete_if_exists(PODS, f"{names}-agent", AGENT)
+    await kube.delete_if_exists(RECORDS, real_node.name)
+    await asyncio.to_thread(remove_component, cp, objs)
 
 
 async def _recorded(w: Watcher, agent: Agent, after: str = "") -> list[JSON] | None:
@@ -549,3 +596,227 @@ async def test_a_deleted_device_plugin_pod_keeps_its_devices_while_its_container
 
         await eventually(old_gone, timeout=90)
         await _hand_out(kube, control_plane, m, pending="late-kube-scheduler")
+
+
+def _claim_pod(name: str, dra_class: str, scheduler: str) -> tuple[JSON, JSON]:
+    """A pod that asks DRA by a ResourceClaim of its own (one device of the class), and that claim."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"{name}-gpu"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": dra_class, "count": 1}}]}},
+    }
+    body = node_pod(name, [container("main", 0, SIDECAR)], scheduler=scheduler)  # (runs until deleted)
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]
+    body["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return body, claim
+
+
+async def _claim_placed(kube: Kube, w: Watcher, name: str) -> str:
+    """The one device of the pod's own claim, once the pod is bound and running."""
+
+    async def running() -> str | None:
+        await w.look()
+        p = await kube.get(PODS, name, w.namespace)
+        if p["status"].get("phase") != "Running":
+            return None
+        claim = next(c for c in w.claims if c["metadata"]["name"] == f"{name}-gpu")
+        devices = _devices(claim, w.node)
+        return devices[0] if len(devices) == 1 else None
+
+    return str(await eventually(running, timeout=120))
+
+
+@pytest.mark.timeout(600)
+async def test_with_both_plugins_serving_dra_claims_never_get_the_device_plugin_pods_devices(
+    kube: Kube,
+    control_plane: ControlPlane,
+    real_node: RealNode,
+    operator: Operator,
+    namespace: str,
+    names: str,
+    tmp_path: Path,
+) -> None:
+    """Both at once (allocatable > 0): the name stays the device plugin's, as upstream, and pods that
+    ask DRA by claims of their own (from draxr and from kube-scheduler) share the node. Until the
+    agent reports the device-plugin pod's devices, draxr gives out none of the class's devices there;
+    then its adoption claim keeps them from every DRA claim; a new device-plugin pod is refused by
+    draxr while DRA claims hold devices the plugin could hand out (kubelet's device manager would
+    choose without knowing them); once the old pod finishes its devices go to a DRA claim."""
+    node, cp = real_node.name, control_plane
+    resource = real_node.options.device_plugin_resource
+    served = real_node.options.device_plugin_devices
+    assert real_node.allocatable(resource) == served
+    w = Watcher(kube, node, namespace)
+    signal_dir = tmp_path / "signal"
+    signal_dir.mkdir()
+    dra_class = f"{names}-dp"
+    objs = await asyncio.to_thread(install_component, cp)
+    agent: Agent | None = None
+    try:
+        ids = await _old_pod(kube, cp, w, resource, signal_dir, UNTIL_FINISHED)
+        await _device_class(kube, dra_class, resource, served)
+        by_uuid = await _uuids(kube, node)
+        w.held = frozenset(by_uuid[i] for i in ids)
+
+        async def create(name: str, scheduler: str) -> None:
+            pod, claim = _claim_pod(name, dra_class, scheduler)
+            await kube.create(RESOURCE_CLAIMS, claim, namespace)
+            await kube.create(PODS, pod, namespace)
+
+        # No record yet: draxr's claim pod waits, with the true reason.
+        await create("dra-early", "draxr")
+
+        async def not_adopted() -> list[str]:
+            return [n for n in await _failed_scheduling(kube, namespace, "dra-early", w) if NOT_ADOPTED in n]
+
+        await eventually(not_adopted, timeout=60)
+        assert await w.pending("dra-early")
+
+        agent = await _agent(kube, cp, real_node, names, tmp_path)
+        claim = await eventually(lambda: _adopted(w), timeout=60)
+        assert _devices(claim, node) == sorted(w.held)
+        assert real_node.allocatable(resource) == served  # the device plugin still serves the name
+
+        # DRA claims, one scheduler after the other, fill the other devices of the class.
+        taken = {"dra-early": await _claim_placed(kube, w, "dra-early")}
+        await create("dra-kube-scheduler", "default-scheduler")
+        taken["dra-kube-scheduler"] = await _claim_placed(kube, w, "dra-kube-scheduler")
+        free = {by_uuid[f"dev-{i}"] for i in range(served)} - w.held
+        assert set(taken.values()) == free, taken
+
+        # A new device-plugin pod: the plugin has 2 devices it thinks free, both held by DRA claims.
+        await kube.create(PODS, _pod("dp-new", resource, 1, "draxr"), namespace)
+
+        async def refused() -> list[str]:
+            return [n for n in await _failed_scheduling(kube, namespace, "dp-new", w) if DRA_HOLDS_DEVICES in n]
+
+        await eventually(refused, timeout=60)
+        await create("dra-late", "draxr")
+        await eventually(lambda: _failed_scheduling(kube, namespace, "dra-late", w), timeout=60)
+        for name in ("dp-new", "dra-late"):
+            assert await w.pending(name), name
+
+        # The old pod finishes: its adoption claim goes and its devices are handed out.
+        (signal_dir / "finish").touch()
+
+        async def released() -> bool:
+            await w.look()
+            return not w.adoption()
+
+        await eventually(released, timeout=90)
+        taken["dra-late"] = await _claim_placed(kube, w, "dra-late")
+        assert taken["dra-late"] in w.held, taken
+        assert await w.pending("dp-new")  # DRA claims still hold devices the plugin serves
+        print(f"\n[draxr] {w.looks} looks at every claim; devices {taken}")
+    finally:
+        await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=False)
+
+
+@pytest.mark.timeout(600)
+async def test_the_leader_failing_over_mid_move_neither_frees_nor_doubles_a_device(
+    kube: Kube,
+    control_plane: ControlPlane,
+    real_node: RealNode,
+    operator_thread: OperatorThread,
+    namespace: str,
+    names: str,
+    tmp_path: Path,
+) -> None:
+    """Two replicas of draxr (the Deployment's pods: in-cluster, its ServiceAccount, a Lease) in place
+    of the session's operator. The leader is killed (SIGKILL) the moment the agent's record lists the
+    device-plugin pod, in the middle of the adoption; the standby takes the Lease over, adopts the
+    pod's devices (one adoption claim at any moment, never two), places the waiting pod and the
+    next on the other devices only, hands the old pod's devices out once it finishes, and leaves no
+    claim behind."""
+    node, cp = real_node.name, control_plane
+    resource = real_node.options.device_plugin_resource
+    served = real_node.options.device_plugin_devices
+    w = Watcher(kube, node, namespace)
+    signal_dir = tmp_path / "signal"
+    signal_dir.mkdir()
+    dra_class = f"{names}-dp"
+    objs = await asyncio.to_thread(install_component, cp)
+    await asyncio.to_thread(operator_thread.pause, "two replicas of draxr take its place (leader failover)")
+    replicas: dict[str, Draxr] = {}
+    agent: Agent | None = None
+    plugin_stopped = False
+    try:
+        sa_dir = await service_account_dir(kube, cp, NAMESPACE, "draxr", tmp_path / "draxr-sa")
+        for name in ("draxr-a", "draxr-b"):
+            replicas[name] = Draxr(cp, sa_dir, SCHEDULER, tmp_path / f"{name}.log", pod_name=name, extra=FAST_LEASE)
+
+        async def leader() -> str | None:
+            lease = await get_or_none(kube, LEASES, SCHEDULER, NAMESPACE) or {}
+            holder = (lease.get("spec") or {}).get("holderIdentity")
+            return next((n for n in replicas if holder and holder.startswith(n + "_")), None)
+
+        first = str(await eventually(leader, timeout=60))
+        ids = await _old_pod(kube, cp, w, resource, signal_dir, UNTIL_FINISHED)
+        await asyncio.to_thread(real_node.stop_device_plugin)
+        plugin_stopped = True
+        await _device_class(kube, dra_class, resource, served)
+        by_uuid = await _uuids(kube, node)
+        w.held = frozenset(by_uuid[i] for i in ids)
+        await kube.create(PODS, _pod("early", resource, 1, "draxr"), namespace)
+
+        async def not_adopted() -> list[str]:
+            return [n for n in await _failed_scheduling(kube, namespace, "early", w) if NOT_ADOPTED in n]
+
+        await eventually(not_adopted, timeout=60)
+
+        adoption_uids: set[str] = set()
+
+        async def adopted_once() -> JSON | None:
+            claim = await _adopted(w)
+            assert len(w.adoption()) <= 1, w.adoption()
+            adoption_uids.update(c["metadata"]["uid"] for c in w.adoption())
+            return claim
+
+        agent = await _agent(kube, cp, real_node, names, tmp_path)
+        await eventually(lambda: _recorded(w, agent), timeout=60)
+        replicas[first].send_signal(signal.SIGKILL)
+        standby = next(n for n in replicas if n != first)
+
+        async def taken_over() -> bool:
+            await w.look()
+            return await leader() == standby
+
+        await replicas[standby].until(taken_over, timeout=90)
+        claim = await replicas[standby].until(adopted_once, timeout=90)
+        assert _devices(claim, node) == sorted(w.held)
+        taken = {"early": await _placed(kube, cp, w, "early")}
+        await kube.create(PODS, _pod("second", resource, 1, "draxr"), namespace)
+        taken["second"] = await _placed(kube, cp, w, "second")
+        assert set(taken.values()) == {by_uuid[f"dev-{i}"] for i in range(served)} - w.held, taken
+        await kube.create(PODS, _pod("late", resource, 1, "draxr"), namespace)
+        await eventually(lambda: _failed_scheduling(kube, namespace, "late", w), timeout=60)
+        assert await w.pending("late")
+        await adopted_once()
+
+        (signal_dir / "finish").touch()
+
+        async def released() -> bool:
+            await adopted_once()
+            return not w.adoption()
+
+        await eventually(released, timeout=90)
+        taken["late"] = await _placed(kube, cp, w, "late")
+        assert taken["late"] in w.held, taken
+        print(f"\n[draxr] adoption claims seen {sorted(adoption_uids)}; {w.looks} looks; devices {taken}")
+        assert len(adoption_uids) <= 2  # a claim the killed leader created may be replaced, never doubled
+        for p in await kube.list(PODS, namespace):
+            await kube.delete(PODS, p["metadata"]["name"], namespace)
+
+        async def no_claim_left() -> bool:
+            await w.look()
+            return not await kube.list(RESOURCE_CLAIMS, namespace)
+
+        await replicas[standby].until(no_claim_left, timeout=120)
+    finally:
+        for r in replicas.values():
+            await asyncio.to_thread(r.stop)
+        try:
+            await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=plugin_stopped)
+        finally:
+            await asyncio.to_thread(operator_thread.restart)
