@@ -27,6 +27,7 @@ RUNNERS: dict[str, str] = {
     "docs/reference/crd.md": "tests/integration/test_docs.py",
     "docs/developer/testing.md": "tests/integration/test_docs.py",
     "docs/developer/image.md": "tests/integration/test_docs.py",
+    "docs/guides/migration.md": "tests/integration/test_docs.py",
 }
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")

@@ -48,6 +48,7 @@ PAGES = [
     "docs/reference/crd.md",
     "docs/developer/testing.md",
     "docs/developer/image.md",
+    "docs/guides/migration.md",
     "docs/install.md",
 ]
 INSTALL_PAGE = "docs/install.md"
