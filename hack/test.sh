@@ -108,6 +108,19 @@ if [ "$needs_135" = 1 ]; then
   # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
   K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
 fi
+# The version matrix (tests/integration/test_versions.py, docs/reference/versions.md): Kubernetes 1.34
+# and 1.36 as well, each with only the binaries its cluster runs (1.35 whole, as above; 1.37 is the
+# default); for the whole suite, the integration directory or a path naming versions.
+needs_versions=$([ $# -eq 0 ] && echo 1 || echo 0)
+for arg in "$@"; do
+  case "$arg" in tests|tests/|tests/integration|tests/integration/|*versions*) needs_versions=1 ;; esac
+done
+if [ "$needs_versions" = 1 ]; then
+  K8S_VERSION=v1.34.4 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler" \
+    bash hack/build-control-plane.sh >/dev/null
+  K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
+  K8S_VERSION=v1.36.3 K8S_BINARIES="kube-apiserver kube-controller-manager" bash hack/build-control-plane.sh >/dev/null
+fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e
