@@ -233,15 +233,9 @@ async def _moved(
     gone, the DeviceClass deleted, the device plugin serving again, the node's ResourceSlice there,
     the agent and its objects gone. ``keep_kube_scheduler_pending``: leave "late-kube-scheduler"
     pending too (else it is deleted: only draxr's "late" waits for the old pod's devices)."""
-    node = real_node.name
-    resource = real_node.options.device_plugin_resource
-    served = real_node.options.device_plugin_devices
-    assert real_node.allocatable(resource) == served
-    w = Watcher(kube, node, namespace)
-    signal_dir = tmp_path / "signal"
-    signal_dir.mkdir()
-    dra_class = f"{names}-dp"
-    objs = await asyncio.to_thread(install_component, cp)
+    node, resource, served, w, signal_dir, dra_class, objs = await _scene(
+        kube, cp, real_node, namespace, names, tmp_path
+    )
     agent: Agent | None = None
     plugin_stopped = False
     try:
@@ -261,10 +255,7 @@ async def _moved(
         # No record yet: draxr hands out none of the class's devices on the node.
         await kube.create(PODS, _pod("early", resource, 1, "draxr"), namespace)
 
-        async def not_adopted() -> list[str]:
-            return [n for n in await _failed_scheduling(kube, namespace, "early", w) if NOT_ADOPTED in n]
-
-        await eventually(not_adopted, timeout=60)
+        await _waits_for_adoption(kube, w, "early")
         assert await w.pending("early")
 
         # 3. The node agent publishes what kubelet reports: "old" with its IDs; the migrator writes
@@ -304,6 +295,31 @@ async def _moved(
         yield Moved(w, agent, resource, claim, signal_dir, taken, recorded)
     finally:
         await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=plugin_stopped)
+
+
+async def _scene(
+    kube: Kube, cp: ControlPlane, real_node: RealNode, namespace: str, names: str, tmp_path: Path
+) -> tuple[str, str, int, Watcher, Path, str, list[JSON]]:
+    """What every flow starts from: the node, the device plugin's resource and device count (it
+    serves them all), a Watcher, the old pod's signal directory, the DeviceClass's name, and the
+    node agent's component installed (its objects, to remove)."""
+    resource = real_node.options.device_plugin_resource
+    served = real_node.options.device_plugin_devices
+    assert real_node.allocatable(resource) == served
+    signal_dir = tmp_path / "signal"
+    signal_dir.mkdir()
+    objs = await asyncio.to_thread(install_component, cp)
+    w = Watcher(kube, real_node.name, namespace)
+    return real_node.name, resource, served, w, signal_dir, f"{names}-dp", objs
+
+
+async def _waits_for_adoption(kube: Kube, w: Watcher, name: str) -> None:
+    """The pod is pending with the true reason: the node's device-plugin pods are not adopted yet."""
+
+    async def not_adopted() -> list[str]:
+        return [n for n in await _failed_scheduling(kube, w.namespace, name, w) if NOT_ADOPTED in n]
+
+    await eventually(not_adopted, timeout=60)
 
 
 async def _old_pod(
@@ -643,15 +659,10 @@ async def test_with_both_plugins_serving_dra_claims_never_get_the_device_plugin_
     then its adoption claim keeps them from every DRA claim; a new device-plugin pod is refused by
     draxr while DRA claims hold devices the plugin could hand out (kubelet's device manager would
     choose without knowing them); once the old pod finishes its devices go to a DRA claim."""
-    node, cp = real_node.name, control_plane
-    resource = real_node.options.device_plugin_resource
-    served = real_node.options.device_plugin_devices
-    assert real_node.allocatable(resource) == served
-    w = Watcher(kube, node, namespace)
-    signal_dir = tmp_path / "signal"
-    signal_dir.mkdir()
-    dra_class = f"{names}-dp"
-    objs = await asyncio.to_thread(install_component, cp)
+    cp = control_plane
+    node, resource, served, w, signal_dir, dra_class, objs = await _scene(
+        kube, cp, real_node, namespace, names, tmp_path
+    )
     agent: Agent | None = None
     try:
         ids = await _old_pod(kube, cp, w, resource, signal_dir, UNTIL_FINISHED)
@@ -667,10 +678,7 @@ async def test_with_both_plugins_serving_dra_claims_never_get_the_device_plugin_
         # No record yet: draxr's claim pod waits, with the true reason.
         await create("dra-early", "draxr")
 
-        async def not_adopted() -> list[str]:
-            return [n for n in await _failed_scheduling(kube, namespace, "dra-early", w) if NOT_ADOPTED in n]
-
-        await eventually(not_adopted, timeout=60)
+        await _waits_for_adoption(kube, w, "dra-early")
         assert await w.pending("dra-early")
 
         agent = await _agent(kube, cp, real_node, names, tmp_path)
@@ -729,14 +737,10 @@ async def test_the_leader_failing_over_mid_move_neither_frees_nor_doubles_a_devi
     pod's devices (one adoption claim at any moment, never two), places the waiting pod and the
     next on the other devices only, hands the old pod's devices out once it finishes, and leaves no
     claim behind."""
-    node, cp = real_node.name, control_plane
-    resource = real_node.options.device_plugin_resource
-    served = real_node.options.device_plugin_devices
-    w = Watcher(kube, node, namespace)
-    signal_dir = tmp_path / "signal"
-    signal_dir.mkdir()
-    dra_class = f"{names}-dp"
-    objs = await asyncio.to_thread(install_component, cp)
+    cp = control_plane
+    node, resource, served, w, signal_dir, dra_class, objs = await _scene(
+        kube, cp, real_node, namespace, names, tmp_path
+    )
     await asyncio.to_thread(operator_thread.pause, "two replicas of draxr take its place (leader failover)")
     replicas: dict[str, Draxr] = {}
     agent: Agent | None = None
@@ -760,10 +764,7 @@ async def test_the_leader_failing_over_mid_move_neither_frees_nor_doubles_a_devi
         w.held = frozenset(by_uuid[i] for i in ids)
         await kube.create(PODS, _pod("early", resource, 1, "draxr"), namespace)
 
-        async def not_adopted() -> list[str]:
-            return [n for n in await _failed_scheduling(kube, namespace, "early", w) if NOT_ADOPTED in n]
-
-        await eventually(not_adopted, timeout=60)
+        await _waits_for_adoption(kube, w, "early")
 
         adoption_uids: set[str] = set()
 
