@@ -253,10 +253,10 @@ def released_by_draxr(site: Site, namespace: str, claim: str) -> bool:
 
 
 async def test_api(site: Site) -> None:
-    """What the version serves: resource.k8s.io/v1 (GA from 1.34, the only version draxr speaks),
+    """What the version serves: resource.k8s.io/v1 only (GA from 1.34, the only version draxr speaks),
     and DeviceClass.spec.extendedResourceName kept (the gate is on where it is not the default)."""
     groups = await site.kube.request("GET", "/apis/resource.k8s.io")
-    assert "v1" in [g["version"] for g in groups["versions"]]
+    assert [g["version"] for g in groups["versions"]] == ["v1"]  # (the betas are off by default in all four)
     assert groups["preferredVersion"]["version"] == "v1"
     fleet = fakedriver.Fleet(prefix="api", dra_nodes=0, classes={"api-gpu": "api.example.com/gpu"})
     async with fakedriver.deployed(site.kube, fleet, ready=False):
