@@ -50,7 +50,16 @@ from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, 
 from ..conftest import unique
 from . import manifests
 from .clusters import extra_control_plane, service_account_dir
-from .helpers import DELETE_PROTECTION, EXTENDED_CLAIM_ANNOTATION, NAMESPACE, Draxr, exact_request, pod
+from .helpers import (
+    DELETE_PROTECTION,
+    EXTENDED_CLAIM_ANNOTATION,
+    NAMESPACE,
+    Draxr,
+    eventually,
+    exact_request,
+    get_or_none,
+    pod,
+)
 from .test_pod_claims import claim_pod
 from .test_volumes import persistent_volume, persistent_volume_claim, storage_class, volume_pod
 
@@ -242,6 +251,10 @@ async def special_claim_of(site: Site, s: Scene, p: JSON, count: int) -> JSON:
     return claim
 
 
+async def gone(kube: Kube, res: Resource, name: str, namespace: str) -> bool:
+    return await get_or_none(kube, res, name, namespace) is None
+
+
 def released_by_draxr(site: Site, namespace: str, claim: str) -> bool:
     return any(
         line.get("event") == "claim released" and line.get("claim") == f"{namespace}/{claim}"
@@ -285,6 +298,7 @@ async def test_webhook_steering(site: Site, names: str) -> None:
             if p["spec"].get("schedulerName") == SCHEDULER:
                 return p
             await s.kube.request("DELETE", PODS.path(s.namespace) + "/p", query={"gracePeriodSeconds": 0})
+            await eventually(lambda: gone(s.kube, PODS, "p", s.namespace), timeout=30)
             return None
 
         created = await site.draxr.until(create_steered, timeout=60)
