@@ -27,6 +27,7 @@ RUNNERS: dict[str, str] = {
     "docs/reference/crd.md": "tests/integration/test_docs.py",
     "docs/developer/testing.md": "tests/integration/test_docs.py",
     "docs/developer/image.md": "tests/integration/test_docs.py",
+    "docs/guides/kueue.md": "tests/integration/test_kueue.py",
     "docs/guides/migration.md": "tests/integration/test_docs.py",
 }
 
