@@ -1951,7 +1951,8 @@ def table(result: JSON) -> str:
         "",
         f"audit log: {a.get('writes')} writes of draxr's judged ({a.get('by_replica')}), "
         f"{a.get('lease_writes')} Lease writes, {a.get('takeovers')} takeovers, "
-        f"{a.get('unattributed')} unattributed, {a.get('unjudged')} unjudged; "
+        f"{a.get('unattributed')} unattributed, {a.get('unjudged')} unjudged, "
+        f"{len(a.get('frozen_in_flight') or ())} frozen in flight by SIGSTOP; "
         f"checks with the time limits armed: {result['checked'].get('armed')}; "
         f"running pods' claims checked again: {result['checked'].get('held_claims')}; "
         f"observer polls {result.get('polls')} ({result.get('poll_failures')} failed)",

@@ -487,14 +487,16 @@ class RejectedByRule:
     value: str | None = None
 
     async def check(self, ctx: Ctx) -> None:
+        assert ctx.rejection is not None, "the API server accepted the object"
         field = re.sub(r"\[\d+\]", "", self.path).split(".")[-1]
         rules = sorted({(r, m) for r, m in crd_rules() if r.startswith(self.rule)})  # (an anchor's rules once)
-        [message] = [m for _, m in rules] if len(rules) == 1 else [m for _, m in rules if field in m]
+        messages = [m for _, m in rules] if len(rules) == 1 else [m for _, m in rules if field in m]
+        assert len(messages) == 1, f"crds/ has no one rule {self.rule!r} for {field}: {rules}"
         quoted = "" if self.value is None else f'"{ctx.fmt(self.value)}": '
         name = ctx.fmt("$stem-a")
-        want = f'ExtendedResourceMapping.draxr.io "{name}" is invalid: {self.path}: Invalid value: {quoted}{message}'
-
-        assert ctx.rejection is not None, "the API server accepted the object"
+        want = (
+            f'ExtendedResourceMapping.draxr.io "{name}" is invalid: {self.path}: Invalid value: {quoted}{messages[0]}'
+        )
         assert (ctx.rejection.status, api_message(ctx.rejection)) == (422, want)
 
 
