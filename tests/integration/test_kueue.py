@@ -235,10 +235,13 @@ async def queues(kube: Kube, kueue: KueueProcess) -> AsyncIterator[Queues]:
 
 
 @asynccontextmanager
-async def kueue_namespace(kube: Kube, name: str, cluster_queue: str | None, *, draxr: bool) -> AsyncIterator[str]:
-    """A namespace Kueue's webhooks serve, with a LocalQueue ``lq`` of ``cluster_queue`` (None: none);
-    opted in to draxr (``draxr.io/enabled``) or not (its pods then go to kube-scheduler). Deleted
-    afterwards, and waited for while Kueue runs (its Workloads' finalizers)."""
+async def kueue_namespace(
+    kube: Kube, name: str, cluster_queue: str | None, *, draxr: bool, active: bool = True
+) -> AsyncIterator[str]:
+    """A namespace Kueue's webhooks serve, with a LocalQueue ``lq`` of ``cluster_queue`` (None: none),
+    waited for to be Active unless ``active`` is False; opted in to draxr (``draxr.io/enabled``) or
+    not (its pods then go to kube-scheduler). Deleted afterwards, and waited for while Kueue runs (its
+    Workloads' finalizers)."""
     labels = {NAMESPACE_LABEL: "true", **({"draxr.io/enabled": "true"} if draxr else {})}
     await kube.create(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
@@ -246,6 +249,12 @@ async def kueue_namespace(kube: Kube, name: str, cluster_queue: str | None, *, d
     try:
         if cluster_queue is not None:
             await kube.create(LOCAL_QUEUES, local_queue("lq", cluster_queue), name)
+
+            async def lq_active() -> bool:  # (its ClusterQueue active too: the Jobs' wait starts at 0)
+                return is_true(await kube.get(LOCAL_QUEUES, "lq", name), "Active")
+
+            if active:  # (a held ClusterQueue's LocalQueue is not)
+                await eventually(lq_active, timeout=60)
         yield name
     finally:
         await kube.delete_if_exists(NAMESPACES, name)
@@ -561,12 +570,12 @@ def print_timelines(lines: list[Timeline]) -> None:
     """The runs side by side, Job by Job in the order Kueue admitted them (1st, 2nd, 3rd)."""
     events = ("created", "admitted", "bound", "pods ready", "finished", "workload finished")
     out = ["", "[kueue] admission timeline (s since the Jobs were created; polled every 0.1 s)"]
-    out.append(f"{'job':10} {'event':18} " + " ".join(f"{line.scheduler:>18}" for line in lines))
+    out.append(f"{'job':18} {'event':18} " + " ".join(f"{line.scheduler:>18}" for line in lines))
     for k in range(len(lines[0].order)):
         for e in events:
             cells = [line.events[line.order[k]].get(e) for line in lines]
             label = f"{k + 1}." + "/".join(dict.fromkeys(line.order[k] for line in lines))
-            out.append(f"{label:10} {e:18} " + " ".join(f"{c:18.2f}" if c is not None else f"{'-':>18}" for c in cells))
+            out.append(f"{label:18} {e:18} " + " ".join(f"{c:18.2f}" if c is not None else f"{'-':>18}" for c in cells))
     for line in lines:
         ev = line.events
         gaps = [ev[b]["admitted"] - ev[a]["finished"] for a, b in itertools.pairwise(line.order)]
@@ -670,7 +679,7 @@ async def test_a_kueue_gated_pod_is_bound_only_after_admission_on_the_flavors_no
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         await queues.flavor(f"{names}-flavor", {pool_label: names})
         await queues.cluster_queue(f"{names}-cq", f"{names}-flavor", {resource: 8}, stopPolicy="Hold")
-        async with kueue_namespace(kube, names, f"{names}-cq", draxr=True) as ns:
+        async with kueue_namespace(kube, names, f"{names}-cq", draxr=True, active=False) as ns:
             for i in range(2):
                 body = {
                     "apiVersion": "v1",
