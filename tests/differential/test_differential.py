@@ -18,7 +18,6 @@ re-runs the Python side, and `<harness> -v=7 < one-case-list.json` shows upstrea
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -29,12 +28,13 @@ import pytest
 
 from tests.differential.compare import build_harness, compare, error_class, format_mismatch, run_go, run_python
 from tests.differential.generate import feature_tally, format_tally, generate
+from tests.differential.report import by_family
+from tests.differential.report import fail as report_fail
 
 SEED = int(os.environ.get("DRAXR_DIFF_SEED", "1"))
 SCALE = float(os.environ.get("DRAXR_DIFF_SCALE", "1"))
 MIN_CASES = 500
 MIN_CASES_PER_FEATURE = 5
-SHOW_MISMATCHES = 5
 
 # Every feature the differential test must exercise (tags of generate.scan_tags and the recipes).
 REQUIRED_TAGS = (
@@ -165,21 +165,14 @@ def test_python_allocator_matches_upstream(
     if not mismatches:
         return
 
-    out_dir = tmp_path / "differential"
-    out_dir.mkdir()
-    (out_dir / "cases.json").write_text(json.dumps(cases))
-    (out_dir / "go-outcomes.json").write_text(json.dumps(go_outcomes))
-    mismatch_file = out_dir / "mismatches.json"
-    mismatch_file.write_text(json.dumps(mismatches, indent=1))
-    by_family = Counter(m["family"] for m in mismatches)
-    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
-    message = (
-        f"{len(mismatches)} of {len(cases)} cases differ between upstream Go and the Python allocator "
-        f"(by family: {dict(sorted(by_family.items()))}).\n"
-        f"All mismatches (with their cases): {mismatch_file}\n"
-        f"Re-run the Python side: python -m tests.differential.compare {out_dir}/cases.json "
-        f"{out_dir}/go-outcomes.json\n"
-        f"First {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}\n\n{report}"
+    report_fail(
+        tmp_path / "differential",
+        cases,
+        go_outcomes,
+        mismatches,
+        headline=f"{len(mismatches)} of {len(cases)} cases differ between upstream Go and the Python allocator "
+        f"(by family: {by_family(mismatches)}).",
+        rerun="tests.differential.compare",
+        format_mismatch=format_mismatch,
+        report=report,
     )
-    print(f"[differential] mismatches written to {mismatch_file}")
-    pytest.fail(message, pytrace=False)

@@ -36,7 +36,6 @@ DIR/cases.json DIR/go.json` re-runs the Python side.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -61,13 +60,14 @@ from draxr_dev.scheduling.casegen_preemption import (
     generate_preemption_cases,
 )
 from tests.differential.compare_preemption import GROUPS, compare, format_mismatch, group_of, run_python
+from tests.differential.report import by_field
+from tests.differential.report import fail as report_fail
 
 SEED = int(os.environ.get("DRAXR_PREEMPT_DIFF_SEED", os.environ.get("DRAXR_SCHED_DIFF_SEED", "1")))
 SCALE = float(os.environ.get("DRAXR_PREEMPT_DIFF_SCALE", os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1")))
 COUNT = max(1, round(2400 * SCALE))
 DEVICE_COUNT = max(1, round(400 * SCALE))
 MIN_CASES = max(1, round(20 * min(SCALE, 1.0)))
-SHOW_MISMATCHES = 5
 
 # Groups whose mismatches are understood (causes in draxr, see PREEMPTION_MISMATCHES.md when
 # present): xfail(strict=True) until draxr changes.
@@ -227,21 +227,15 @@ def _check_group(
     print(f"[preempt-differential] group {group}: {len(mine)} cases, {len(mismatches)} mismatches")
     if not mismatches:
         return
-    out_dir = tmp_path / f"preemption-differential-{group}"
-    out_dir.mkdir()
-    (out_dir / "cases.json").write_text(json.dumps(mine))
-    (out_dir / "go.json").write_text(json.dumps(go))
-    mismatch_file = out_dir / "mismatches.json"
-    mismatch_file.write_text(json.dumps(mismatches, indent=1))
-    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in mismatches for d in m["differences"])
-    shown = "\n".join(format_mismatch(m) for m in mismatches[:SHOW_MISMATCHES])
-    pytest.fail(
-        f"group {group}: {len(mismatches)} of {len(mine)} cases differ between kube-scheduler's PostFilter and "
-        f"draxr's (by field: {dict(sorted(by_what.items()))}).\n"
-        f"All mismatches (with their cases): {mismatch_file}\n"
-        f"Re-run the Python side: python -m tests.differential.compare_preemption {out_dir}/cases.json "
-        f"{out_dir}/go.json\nFirst {min(SHOW_MISMATCHES, len(mismatches))}:\n{shown}",
-        pytrace=False,
+    report_fail(
+        tmp_path / f"preemption-differential-{group}",
+        mine,
+        go,
+        mismatches,
+        headline=f"group {group}: {len(mismatches)} of {len(mine)} cases differ between kube-scheduler's "
+        f"PostFilter and draxr's (by field: {by_field(mismatches)}).",
+        rerun="tests.differential.compare_preemption",
+        format_mismatch=format_mismatch,
     )
 
 

@@ -39,7 +39,6 @@ re-runs the Python side, and `<harness> -v=5 < one-case-list.json` shows upstrea
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -54,6 +53,8 @@ from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
 from draxr_dev.scheduling.casegen_mixed import LARGE_TAGS, MIXED_TAGS
 from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
+from tests.differential.report import by_family, by_field
+from tests.differential.report import fail as report_fail
 
 SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
 CI_COUNTS = (1800, 1100, 700, 450, 16)  # plain, volume, claim, mixed, large cases at scale 1
@@ -62,7 +63,6 @@ SCALE = int(_TOTAL) / sum(CI_COUNTS) if _TOTAL else float(os.environ.get("DRAXR_
 COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT = (max(1, round(n * SCALE)) for n in CI_COUNTS)
 MIN_CASES_PER_TAG = max(1, round(20 * min(SCALE, 1.0)))
 MIN_LARGE_PER_TAG = max(1, round(3 * min(SCALE, 1.0)))
-SHOW_MISMATCHES = 5
 
 
 @pytest.fixture(scope="module")
@@ -280,22 +280,14 @@ def test_python_scheduler_matches_upstream(
     print(report)
     if not unexpected:
         return
-    out_dir = tmp_path / "scheduling-differential"
-    out_dir.mkdir()
-    (out_dir / "cases.json").write_text(json.dumps(cases))
-    (out_dir / "go.json").write_text(json.dumps(go_results))
-    mismatch_file = out_dir / "mismatches.json"
-    mismatch_file.write_text(json.dumps(unexpected, indent=1))
-    by_family = Counter(m["family"] for m in unexpected)
-    by_what = Counter(d.split(":", 1)[0].split("[", 1)[0] for m in unexpected for d in m["differences"])
-    shown = "\n".join(format_mismatch(m) for m in unexpected[:SHOW_MISMATCHES])
-    message = (
-        f"{len(unexpected)} of {len(cases)} cases differ between kube-scheduler's Go plugins and the Python "
-        f"side (by family: {dict(sorted(by_family.items()))}; by field: {dict(sorted(by_what.items()))}).\n"
-        f"All mismatches (with their cases): {mismatch_file}\n"
-        f"Re-run the Python side: python -m tests.differential.compare_scheduling {out_dir}/cases.json "
-        f"{out_dir}/go.json\n"
-        f"First {min(SHOW_MISMATCHES, len(unexpected))}:\n{shown}\n\n{report}"
+    report_fail(
+        tmp_path / "scheduling-differential",
+        cases,
+        go_results,
+        unexpected,
+        headline=f"{len(unexpected)} of {len(cases)} cases differ between kube-scheduler's Go plugins and the "
+        f"Python side (by family: {by_family(unexpected)}; by field: {by_field(unexpected)}).",
+        rerun="tests.differential.compare_scheduling",
+        format_mismatch=format_mismatch,
+        report=report,
     )
-    print(f"[sched-differential] mismatches written to {mismatch_file}")
-    pytest.fail(message, pytrace=False)

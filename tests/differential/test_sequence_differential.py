@@ -22,7 +22,6 @@ DIR/go.json` re-runs the Python side.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -35,11 +34,12 @@ from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import feature_tally, format_tally
 from draxr_dev.scheduling.casegen_sequences import SEQUENCE_TAGS, generate_sequences
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
+from tests.differential.report import by_field
+from tests.differential.report import fail as report_fail
 
 SEED = int(os.environ.get("DRAXR_SCHED_DIFF_SEED", "1"))
 COUNT = int(os.environ.get("DRAXR_SCHED_DIFF_SEQUENCES", "150"))
 MIN_CASES_PER_TAG = max(1, min(10, COUNT // 15))
-SHOW_MISMATCHES = 5
 
 
 @pytest.fixture(scope="module")
@@ -112,18 +112,13 @@ def test_sequences_match_upstream_decision_by_decision(
     unexpected = [m for m in compare(cases, go, py) if not two_phase_scoring(m)]
     if not unexpected:
         return
-    out_dir = tmp_path / "sequence-differential"
-    out_dir.mkdir()
-    (out_dir / "cases.json").write_text(json.dumps(cases))
-    (out_dir / "go.json").write_text(json.dumps(go))
-    mismatch_file = out_dir / "mismatches.json"
-    mismatch_file.write_text(json.dumps(unexpected, indent=1))
-    shown = "\n".join(format_mismatch(m) for m in unexpected[:SHOW_MISMATCHES])
-    pytest.fail(
-        f"{len(unexpected)} of {len(cases)} sequences differ from kube-scheduler's decisions.\n"
-        f"All mismatches (with their cases): {mismatch_file}\n"
-        f"Re-run the Python side: python -m tests.differential.compare_scheduling --sequences "
-        f"{out_dir}/cases.json {out_dir}/go.json\n"
-        f"First {min(SHOW_MISMATCHES, len(unexpected))}:\n{shown}",
-        pytrace=False,
+    report_fail(
+        tmp_path / "sequence-differential",
+        cases,
+        go,
+        unexpected,
+        headline=f"{len(unexpected)} of {len(cases)} sequences differ from kube-scheduler's decisions "
+        f"(by field: {by_field(unexpected)}).",
+        rerun="tests.differential.compare_scheduling --sequences",
+        format_mismatch=format_mismatch,
     )
