@@ -65,6 +65,7 @@ LOCAL_QUEUES = Resource(KUEUE, "v1beta2", "localqueues", True)
 WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", True)
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", False)
 JOBS = Resource("batch", "v1", "jobs", True)
+RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False)
 KUBE_SCHEDULER = "default-scheduler"
@@ -754,9 +755,10 @@ async def test_kueue_dra_accounting_charges_each_device_once(
 ) -> None:
     """Kueue with DynamicResourceAllocation and DRAExtendedResources on, the class mapped: a Job of
     two 2-device pods is charged 4 (not 8: counted twice it would never fit the quota of 4), the
-    special claims draxr writes hold those 4 devices, and a 2-device Job waits for the quota (charged
-    0, it would be admitted at once) until the first finishes. The fleet has 8 devices: only the
-    quota holds the second Job back."""
+    special claims draxr writes hold those 4 devices; a 2-device Job of the extended resource and
+    one of a ResourceClaimTemplate of the same class wait for the same quota (charged 0, they would
+    be admitted at once) until the first finishes, then run side by side, 2 + 2. The fleet has 8
+    devices: only the quota holds them back."""
     assert kueue.feature_gates["DRAExtendedResources"]
     fleet = fakedriver.Fleet(prefix=names, dra_nodes=2, devices_per_node=4, driver=f"{names}.example.com",
                              classes={f"{names}-gpu": f"{names}.example.com/gpu"})  # fmt: skip
@@ -787,31 +789,63 @@ async def test_kueue_dra_accounting_charges_each_device_once(
 
             assert await eventually(charged, timeout=30) == 4  # (the status follows in batches of 1 s)
 
+            # Two more Jobs of 2 devices: one through the extended resource, one through a
+            # ResourceClaimTemplate of the same class (its pods name draxr themselves: draxr's webhook
+            # steers only extended-resource pods). Both charged to the one quota, both wait for it.
             await kube.create(JOBS, job("small", resource, pods=1, devices=2), ns)
+            await kube.create(RESOURCE_CLAIM_TEMPLATES, template(f"{names}-gpu", 2), ns)
+            await kube.create(JOBS, template_job(), ns)
 
-            async def held_for_quota() -> JSON | None:
+            async def held_for_quota() -> dict[str, JSON] | None:
+                held = {}
                 for w in await kube.list(WORKLOADS, ns):
                     reserved = condition(w, "QuotaReserved")
-                    if owner_job(w) == "small" and reserved and reserved["status"] == "False":
-                        return reserved
-                return None
+                    if reserved and reserved["status"] == "False":
+                        held[owner_job(w) or ""] = reserved
+                return held if set(held) == {"small", "claims"} else None
 
-            reserved = await eventually(held_for_quota, timeout=60)
-            assert "insufficient unused quota" in reserved["message"], reserved
-            assert "2 more needed" in reserved["message"], reserved  # 4 of 4 charged to the first Job
-            assert await kube.list(PODS, ns, labelSelector=f"{JOB_NAME_LABEL}=small") == []
+            for reserved in (await eventually(held_for_quota, timeout=60)).values():
+                assert f"insufficient unused quota for {resource}" in reserved["message"], reserved
+                assert "2 more needed" in reserved["message"], reserved  # 4 of 4 charged to the first Job
+            assert [p for p in await kube.list(PODS, ns) if "big" not in p["metadata"]["name"]] == []
 
             for p in big:
                 await finish(kube, ns, p)
             [small] = await eventually(lambda: running("small", 1), timeout=120)
+            [claimer] = await eventually(lambda: running("claims", 1), timeout=120)
             claims = await special_claims(kube, ns)
             check_bound(small, claims.get(small["metadata"]["name"]), resource, 2, SCHEDULER)
             assert set(claims) == {small["metadata"]["name"]}  # the finished pods' claims released
+            assert claimer["spec"]["schedulerName"] == SCHEDULER
+            [own] = claimer["status"]["resourceClaimStatuses"]
+            own_claim = await kube.get(RESOURCE_CLAIMS, own["resourceClaimName"], ns)
+            assert claim_devices(own_claim) == 2
+            wls = {owner_job(w): w for w in await kube.list(WORKLOADS, ns)}
+            [assignment] = wls["claims"]["status"]["admission"]["podSetAssignments"]
+            assert assignment["resourceUsage"] == {resource: "2"}, assignment
 
-            async def charged_two() -> bool:
-                return await charged() == 2
+            async def charged_four_again() -> bool:  # 2 + 2: both Jobs in the one quota
+                return await charged() == 4
 
-            await eventually(charged_two, timeout=60)
+            await eventually(charged_four_again, timeout=60)
+
+
+def template(device_class: str, count: int) -> JSON:
+    """A ResourceClaimTemplate ``gpus`` of ``count`` devices of ``device_class``."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount",
+                                          "count": count}}  # fmt: skip
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "gpus"},
+            "spec": {"spec": {"devices": {"requests": [request]}}}}  # fmt: skip
+
+
+def template_job() -> JSON:
+    """Job ``claims``: one pod whose container uses a claim from the template ``gpus``."""
+    body = job("claims", "unused", pods=1, devices=0)
+    spec = body["spec"]["template"]["spec"]
+    spec["schedulerName"] = SCHEDULER
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpus"}]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return body
 
 
 # ---- docs/guides/kueue.md ------------------------------------------------------------------------
