@@ -3,9 +3,10 @@
     .venv/bin/python -m tests.differential.golden           # print the digests
     .venv/bin/python -m tests.differential.golden --write   # and write them into the test
 
-Case ``seed`` is ``casegen.generate_case(seed)`` for seeds 0..799; its answer comes from the Go harness
-(tests/allocator_harness: k8s.io/dynamic-resource-allocation as pinned there, built by
-hack/build-allocator-harness.sh), never from draxr's port, which the digests exist to check.
+The cases are ``draxr_dev.allocator.casegen.golden_cases()`` (the differential's generator, on its
+own seed and scale), in order; their answers come from the Go harness (tests/allocator_harness:
+k8s.io/dynamic-resource-allocation as pinned there, built by hack/build-allocator-harness.sh),
+never from draxr's port, which the digests exist to check.
 
 A digest is one letter (A allocated, N no fit, F node failure, X fatal) and the first 10 hex digits of
 sha256 over the JSON (sorted keys, no spaces) of {"outcome", "results"}, plus "error": [class,
@@ -27,9 +28,8 @@ from typing import Any
 
 from tests.differential.compare import build_harness, error_class, run_go
 
-__all__ = ["CASES", "digest", "from_go", "golden_digests"]
+__all__ = ["digest", "from_go", "golden_digests"]
 
-CASES = 800
 TEST_FILE = Path(__file__).resolve().parents[1] / "unit" / "test_allocator_golden.py"
 _CODE = {"allocated": "A", "noFit": "N", "nodeFailure": "F", "fatal": "X"}
 _FROM_GO = {"allocated": "allocated", "nofit": "noFit", "node_failure": "nodeFailure", "fatal": "fatal"}
@@ -63,9 +63,9 @@ def from_go(outcome: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def golden_digests(harness: Path) -> list[str]:
-    from draxr_dev.allocator.casegen import generate_case
+    from draxr_dev.allocator.casegen import golden_cases
 
-    return [digest(from_go(o)) for o in run_go(harness, [generate_case(seed) for seed in range(CASES)])]
+    return [digest(from_go(o)) for o in run_go(harness, golden_cases())]
 
 
 def format_block(digests: Sequence[str], per_line: int = 9) -> str:

@@ -2,7 +2,7 @@
 
 The Go side is tests/allocator_harness (k8s.io/dynamic-resource-allocation v0.37.2, the version
 kube-scheduler 1.37.2 uses, with its default features), built and cached by
-hack/build-allocator-harness.sh. Both run the same generated cases (tests/differential/generate.py)
+hack/build-allocator-harness.sh. Both run the same generated cases (draxr_dev.allocator.casegen)
 and must give the same outcome kind (allocated / nofit / node_failure / fatal); when allocated, the
 same AllocationResults (shareID values aside, they are random UUIDs: only their presence counts);
 when fatal or failed on the node, the same error class and subject (compare.error_class).
@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from draxr_dev.allocator.casegen import feature_tally, format_tally, generate
 from tests.differential.compare import build_harness, compare, error_class, format_mismatch, run_go, run_python
-from tests.differential.generate import feature_tally, format_tally, generate
 from tests.differential.report import by_family
 from tests.differential.report import fail as report_fail
 
@@ -36,7 +36,7 @@ SCALE = float(os.environ.get("DRAXR_DIFF_SCALE", "1"))
 MIN_CASES = 500
 MIN_CASES_PER_FEATURE = 5
 
-# Every feature the differential test must exercise (tags of generate.scan_tags and the recipes).
+# Every feature the differential test must exercise (tags of casegen.scan_tags and the recipes).
 REQUIRED_TAGS = (
     "pools:multiple",
     "pools:multi-slice",
