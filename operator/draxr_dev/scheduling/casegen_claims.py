@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from draxr_dev.allocator import casegen as ac
 from draxr_dev.scheduling import casegen as cg
 
 __all__ = ["CLAIM_TAGS", "generate_claim_case"]
@@ -83,7 +84,7 @@ _CLAIM_P = {
 
 
 def _selector_for(node: str) -> JSON:
-    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    return ac.node_selector(fields=[ac.req_expr("metadata.name", "In", node)])
 
 
 class _World:
@@ -229,15 +230,9 @@ class _World:
 
 
 def _exact(name: str, cls: str, count: int | None, selector: str | None = None) -> JSON:
-    exactly: JSON = {"deviceClassName": cls}
-    if count is None:
-        exactly["allocationMode"] = "All"
-    else:
-        exactly["allocationMode"] = "ExactCount"
-        exactly["count"] = count
-    if selector is not None:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    return {"name": name, "exactly": exactly}
+    """A request of ``count`` devices (None: all) of class ``cls``, by the allocator cases' builders."""
+    selectors = () if selector is None else (selector,)
+    return ac.request(name, ac.exact(cls, count or 0, all_=count is None, selectors=selectors))
 
 
 def _requests(w: _World) -> list[JSON]:
