@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,9 +126,15 @@ async def test_a_job_reuses_two_devices_and_waiting_pods_follow_each_release(
 
 
 async def test_kubelet_restart_keeps_a_running_pods_devices(
-    operator: Operator, kube: Kube, namespace: str, real_node: RealNode
+    operator: Operator, kube: Kube, namespace: str, real_node: RealNode, tmp_path: Path
 ) -> None:
-    body = node_pod("survivor", [container("main", 1, "env | sort; sleep 25")])
+    # The container runs until the test creates /signal/finish (a hostPath of the test's directory),
+    # after the restart: not a sleep that must outlast it.
+    signal_dir = tmp_path / "signal"
+    signal_dir.mkdir()
+    body = node_pod("survivor", [container("main", 1, "env | sort; while [ ! -e /signal/finish ]; do sleep 1; done")])
+    body["spec"]["volumes"] = [{"name": "signal", "hostPath": {"path": str(signal_dir), "type": "Directory"}}]
+    body["spec"]["containers"][0]["volumeMounts"] = [{"name": "signal", "mountPath": "/signal"}]
     await kube.create(PODS, body, namespace)
     pod = await eventually(lambda: bound_with_status(kube, "survivor", namespace))
     claim_name = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
@@ -143,6 +150,7 @@ async def test_kubelet_restart_keeps_a_running_pods_devices(
     after = await kube.get(RESOURCE_CLAIMS, claim_name, namespace)
     assert after["status"]["allocation"] == claim["status"]["allocation"]  # still allocated, unchanged
     assert (await kube.get(PODS, "survivor", namespace))["status"]["phase"] == "Running"
+    (signal_dir / "finish").touch()
 
     async def finished() -> JSON | None:
         p = await kube.get(PODS, "survivor", namespace)
