@@ -14,6 +14,8 @@ the pages listed in ``PAGES``, unchanged, in ``bash -euo pipefail``.
   the command ``.ci/run`` runs (CI executes it); its variants with pytest arguments must select
   tests (``pytest --collect-only``). ``bash hack/build-image.sh`` runs for real as root (a cache hit
   after hack/test.sh built the image).
+* **Run elsewhere:** ``RUN_ELSEWHERE`` names the module that runs a command as written where this
+  one cannot (the real-node demo: tests/realnode/test_demo_real_node.py).
 * **Not run:** ``NOT_RUN`` lists each command no test can run here and why; the page must still
   carry exactly that block.
 """
@@ -58,11 +60,15 @@ TEST = "bash hack/test.sh"
 IMAGE = "bash hack/build-image.sh"
 # command (comments stripped) -> why no test runs it here
 NOT_RUN = {
-    "bash hack/demo.sh --real-node": "root and a real node named localhost, which the session's real-node "
-    "tests (tests/realnode, the same node name and host paths) hold while the suite runs",
     "docker build -t ghcr.io/draxr/draxr:0.1.0.dev0 .": "a Docker engine and the base image from Docker Hub "
     "(nothing here connects outside 127.0.0.1); hack/build-image.sh builds the same Dockerfile, tests/image "
     "tests it",
+}
+# command -> the test module that runs it as written (elsewhere than here)
+RUN_ELSEWHERE = {
+    # root and a real node named localhost, which the session's real-node tests hold: run by the
+    # first module of tests/realnode, before that node starts
+    "bash hack/demo.sh --real-node": "tests/realnode/test_demo_real_node.py",
 }
 _TEST_LINE = re.compile(r"^(?:[A-Z_]+=\S+\s+)*bash hack/test\.sh(?P<args>(?:\s+\S+)*)$")
 
@@ -81,6 +87,8 @@ def kind(block: Block) -> str:
         return "down"
     if cmd in NOT_RUN:
         return "not-run"
+    if cmd in RUN_ELSEWHERE:
+        return "elsewhere"
     if cmd == TEST:
         return "ci"
     if all(_TEST_LINE.match(line) for line in cmd.splitlines()):
@@ -118,6 +126,11 @@ def test_every_block_has_a_way_to_run() -> None:
     assert {"demo", "down", "ci", "install", "quickstart"} <= found, found
     for cmd in NOT_RUN:
         assert any(command(b) == cmd for page in PAGES for b in bash_blocks(page)), cmd
+    for cmd, module in RUN_ELSEWHERE.items():
+        assert any(command(b) == cmd for page in PAGES for b in bash_blocks(page)), cmd
+        source = (ROOT / module).read_text()
+        assert cmd in source, f"{module} does not run {cmd!r}"
+        assert "bash_blocks" in source, f"{module} does not read the command from its page"
 
 
 # ---- the commands that are checked --------------------------------------------------------------
