@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ..doc_commands import ROOT, bash_blocks
-from ..integration.test_docs import DEMO_DOWN, command, run, user_env
+from ..integration.test_docs import DEMO_DOWN, _state, command, run, user_env
 from . import conftest
 
 PAGE = "docs/getting-started.md"
@@ -63,10 +63,3 @@ def test_the_real_node_demo_runs_as_the_page_says() -> None:
     assert "real node" in stopped.stdout, stopped.stdout
     alive = [p for p in pids if Path(f"/proc/{p}").exists() and "zombie" not in _state(p)]
     assert not alive, alive
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().lower()
-    except OSError:
-        return "zombie"
