@@ -57,17 +57,7 @@ def ensure_node_binaries() -> Path:
     """The directory of what a real node runs (hack/build-node.sh: containerd, kubelet, our plugins,
     the image tars), built first when the cache is cold; ``DRAXR_NODE_BIN_DIR`` names a ready one.
     The build script also installs the Debian packages the node needs (runc, CNI plugins)."""
-    preset = os.environ.get("DRAXR_NODE_BIN_DIR")
-    if preset:
-        out = Path(preset)
-    else:
-        print(f"[draxr] ensuring real-node binaries via {NODE_BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
-        proc = subprocess.run(
-            ["bash", str(NODE_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"building the real node failed (exit {proc.returncode}); see the log above")
-        out = Path(proc.stdout.strip().splitlines()[-1])
+    out = built("the real node", "DRAXR_NODE_BIN_DIR", NODE_BUILD_SCRIPT)
     missing = [b for b in NODE_REQUIRED if not (out / b).is_file()]
     if missing:
         raise RuntimeError(f"real-node binaries missing in {out}: {', '.join(missing)}")
@@ -84,18 +74,21 @@ def ensure_promtool() -> Path:
     return _ensure_tool("promtool", "DRAXR_PROMTOOL", PROMTOOL_BUILD_SCRIPT)
 
 
-def _ensure_tool(name: str, variable: str, script: Path) -> Path:
+def built(name: str, variable: str, script: Path) -> Path:
+    """What ``variable`` names (hack/test.sh sets it), else what ``script`` prints on its last line
+    (a hack/build-*.sh: built first when its cache is cold)."""
     preset = os.environ.get(variable)
     if preset:
-        out = Path(preset)
-    else:
-        print(f"[draxr] ensuring {name} via {script}", file=sys.__stderr__, flush=True)
-        proc = subprocess.run(
-            ["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"building {name} failed (exit {proc.returncode}); see the log above")
-        out = Path(proc.stdout.strip().splitlines()[-1])
+        return Path(preset)
+    print(f"[draxr] ensuring {name} via {script}", file=sys.__stderr__, flush=True)
+    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building {name} failed (exit {proc.returncode}); see the log above")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _ensure_tool(name: str, variable: str, script: Path) -> Path:
+    out = built(name, variable, script)
     if not out.is_file():
         raise RuntimeError(f"{name} missing at {out}")
     return out

@@ -28,7 +28,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -38,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from .binaries import REPO_ROOT, ensure_binaries
+from .binaries import REPO_ROOT, built, ensure_binaries
 from .controlplane import LOOPBACK, ControlPlane, free_port
 from .pki import issue_serving_cert
 
@@ -56,17 +55,7 @@ JSON = dict[str, Any]
 def ensure_kueue() -> Path:
     """The directory of hack/build-kueue.sh's output (the ``kueue`` binary and ``config/``), built
     first when the cache is cold; ``DRAXR_KUEUE_DIR`` names a ready one (hack/test.sh sets it)."""
-    preset = os.environ.get("DRAXR_KUEUE_DIR")
-    if preset:
-        out = Path(preset)
-    else:
-        print(f"[draxr] ensuring Kueue via {BUILD_SCRIPT}", file=sys.__stderr__, flush=True)
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"building Kueue failed (exit {proc.returncode}); see the log above")
-        out = Path(proc.stdout.strip().splitlines()[-1])
+    out = built("Kueue", "DRAXR_KUEUE_DIR", BUILD_SCRIPT)
     missing = [p for p in ("kueue", "config/components/crd", "config/components/webhook") if not (out / p).exists()]
     if missing:
         raise RuntimeError(f"Kueue's build is incomplete in {out}: {', '.join(missing)} missing")
