@@ -63,6 +63,7 @@ class Preemptor:
                 if isinstance(result, BaseException):
                     log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
             for other in lower_nominated(pod, chosen.node, self.state):
+                self.state.nominate(other.uid, "")  # (at once, as upstream's API cacher)
                 await self._clear_nomination(other)
         finally:
             self.running.discard(pod.uid)

@@ -36,6 +36,12 @@ class _Entry:
     unresolvable: bool = False
     stamp: object = None  # unresolvable until the inventory changes: the inventory it failed against
     rejected: bool = False  # its last attempt was unschedulable (a filter said no), not an error
+    # An event that moves the pod (its own update, a claim it names) came while it was in flight:
+    # its attempt saw the state before it, so it is not parked (upstream's inFlightEvents).
+    moved: bool = False
+    # Refused at PreEnqueue (its preemption's evictions are running): waits for ``ungate`` alone,
+    # no attempt counted, as upstream's gated pods in unschedulablePods.
+    gated: bool = False
     version: int = 0
 
 
@@ -76,8 +82,8 @@ class SchedulingQueue:
     # ---- placing an entry in one of the queues ----------------------------------------------------
     def _place(self, uid: str, entry: _Entry, now: float) -> None:
         entry.version = self._next_version()
-        if uid in self._in_flight:
-            return  # placed again when it comes back (failed) or forgotten (done)
+        if uid in self._in_flight or entry.gated:
+            return  # placed again when it comes back (failed), is ungated, or forgotten (done)
         if entry.parked_generation is not None:
             if not entry.unresolvable:
                 self._parked.setdefault(entry.parked_generation, set()).add(uid)
@@ -104,9 +110,12 @@ class SchedulingQueue:
 
     # ---- the API ------------------------------------------------------------------------------------
     def add(self, uid: str, priority: int, created: str) -> None:
-        """A pending pod appeared or changed: make it eligible now (its backoff still applies)."""
+        """A pending pod appeared or changed: make it eligible now (its backoff still applies). A
+        pod in flight is marked ``moved`` instead: its attempt, if unschedulable, does not park it."""
         self._order[uid] = (-priority, created)
         entry = self._entries.setdefault(uid, _Entry())
+        if uid in self._in_flight:
+            entry.moved = True
         entry.parked_generation = None
         entry.unresolvable = False
         entry.stamp = None
@@ -150,12 +159,39 @@ class SchedulingQueue:
         entry.attempts += 1
         now = self.clock()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
-        entry.parked_generation = generation if unschedulable else None
+        # Moved while in flight: to backoff at once, as upstream's queueing hint for an in-flight
+        # event (the unresolvable ones too: their own update is what heals them).
+        parks = unschedulable and not entry.moved
+        entry.moved = False
+        entry.parked_generation = generation if parks else None
         entry.rejected = unschedulable
         entry.parked_at = now
-        entry.unresolvable = unresolvable
-        entry.stamp = stamp if unresolvable else None
+        entry.unresolvable = unresolvable and parks
+        entry.stamp = stamp if entry.unresolvable else None
         self._place(uid, entry, now)
+        self._wake.set()
+
+    def gate(self, uid: str) -> None:
+        """Popped, but its PreEnqueue refuses it (its preemption's evictions are running): back
+        without an attempt counted, eligible again only after ``ungate``."""
+        self._in_flight.discard(uid)
+        entry = self._entries.get(uid)
+        if entry is None:
+            return
+        entry.moved = False
+        entry.gated = True
+        entry.parked_generation, entry.unresolvable, entry.stamp = None, False, None
+        entry.version = self._next_version()  # (its older heap items are stale)
+
+    def ungate(self, uid: str) -> None:
+        """What refused it at PreEnqueue is over: back to the queues, its backoff still applies
+        (upstream's pod leaves unschedulablePods when the last victim's deletion is seen). A pod
+        that was not gated is left as it is."""
+        entry = self._entries.get(uid)
+        if entry is None or not entry.gated:
+            return
+        entry.gated = False
+        self._place(uid, entry, self.clock())
         self._wake.set()
 
     def cluster_changed(self) -> None:
@@ -167,7 +203,7 @@ class SchedulingQueue:
         for uid, e in self._entries.items():
             if uid in self._in_flight:
                 continue
-            if e.parked_generation is not None:
+            if e.gated or e.parked_generation is not None:
                 counts["unschedulable"] += 1
             elif e.ready_at > now:
                 counts["backoff"] += 1
@@ -176,7 +212,7 @@ class SchedulingQueue:
         return counts
 
     def _eligible(self, e: _Entry, now: float, generation: int) -> bool:
-        if e.ready_at > now:
+        if e.gated or e.ready_at > now:
             return False
         if e.parked_generation is None:
             return True
@@ -220,6 +256,12 @@ class SchedulingQueue:
             if ready is not None:
                 self._release(uid, ready, now)
 
+    def _take(self, uid: str, entry: _Entry) -> str:
+        """In flight from now: the events that move it are recorded (``moved``) until it is back."""
+        self._in_flight.add(uid)
+        entry.moved = False
+        return uid
+
     def next_ready(self, generation: int, stamp: object = None) -> tuple[str | None, float | None]:
         """The best eligible pod, or how long until one may become eligible by time alone.
 
@@ -232,14 +274,12 @@ class SchedulingQueue:
         self._promote(now, generation, stamp)
         while self._active:
             _, uid, version = heapq.heappop(self._active)
-            if self._current(uid, version) is not None:
-                self._in_flight.add(uid)
-                return uid, None
+            if (taken := self._current(uid, version)) is not None:
+                return self._take(uid, taken), None
         while self._rejected:
             _, _, uid, version = heapq.heappop(self._rejected)
-            if self._current(uid, version) is not None:
-                self._in_flight.add(uid)
-                return uid, None
+            if (taken := self._current(uid, version)) is not None:
+                return self._take(uid, taken), None
         tops = [heap[0][0] - now for heap in (self._backoff, self._flush) if heap]
         # A stale top only makes the wait shorter (a spurious wake-up), never longer.
         return None, (max(min(tops), 0.0) if tops else None)

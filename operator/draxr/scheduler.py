@@ -17,7 +17,7 @@ from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
-from draxr.core.preemption import Outcome, Releasing, preemption
+from draxr.core.preemption import Candidate, Outcome, Releasing, preemption
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -158,19 +158,16 @@ class Scheduler:
             return
         for uid in list(uids):
             pod = self.state.pods.get(uid)
-            if (
-                pod is not None
-                and not self.queue.is_in_flight(uid)
-                and uid not in self.state.assumed_nodes
-                and self.wants(pod)
-            ):
+            # (a pod in flight is marked moved by the queue: the event is not lost)
+            if pod is not None and uid not in self.state.assumed_nodes and self.wants(pod):
                 self.queue.add(uid, pod.priority, pod.created)
 
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
         if self.wants(pod):
             self._index_claims(pod.uid, pod_claim_keys(pod))
-            if self.queue.is_in_flight(pod.uid) or pod.uid in self.state.assumed_nodes:
+            if pod.uid in self.state.assumed_nodes:
                 return  # being bound, or bound by us and the watch is behind (a late event)
+            # (an update of a pod in flight marks it moved in the queue: its attempt saw the old pod)
             fresh = old is None or not self.wants(old) or not self.queue.known(pod.uid)
             if fresh or _scheduling_input(old) != _scheduling_input(pod):  # type: ignore[arg-type]
                 self.queue.add(pod.uid, pod.priority, pod.created)
@@ -251,8 +248,9 @@ class Scheduler:
         t0 = time.monotonic()
         generation = self.state.generation
         if pod.uid in self.preemptor.running:
-            # Its victims are being evicted: not before that ends (upstream's PreEnqueue).
-            self.queue.failed(pod.uid, generation, unschedulable=True)
+            # Its victims are being evicted: not before that ends (upstream's PreEnqueue), when
+            # _preempt ungates it.
+            self.queue.gate(pod.uid)
             return None
         if self.state.special_claims.get(pod.uid):
             # A claim of an earlier attempt: never reused (as upstream); roll it back, then retry.
@@ -400,10 +398,21 @@ class Scheduler:
                 seconds=round(seconds, 4),
             )
             self.preemptor.chose(pod, chosen)
+            # Counted on the node from now on, not when the status write comes back (upstream's
+            # nominator): no pod of lower priority takes the room its victims free.
+            self.state.nominate(pod.uid, chosen.node)
             self.preemptor.running.add(pod.uid)  # (before the task starts: no cycle in between)
-            self._spawn(self.preemptor.actuate(pod, chosen))
+            self._spawn(self._preempt(pod, chosen))
         elif outcome.clear_nomination:
             self.preemptor.release(pod.uid)
+            self.state.nominate(pod.uid, "")
+
+    async def _preempt(self, pod: PodInfo, chosen: Candidate) -> None:
+        """The evictions, then the pod back to the queue if it came by meanwhile (gated)."""
+        try:
+            await self.preemptor.actuate(pod, chosen)
+        finally:
+            self.queue.ungate(pod.uid)
 
     async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None = None) -> None:
         message = result.message

@@ -18,6 +18,8 @@ class _Entry:
     parked_at: float = 0.0
     unresolvable: bool = False
     rejected: bool = False  # the last attempt was unschedulable
+    moved: bool = False  # added while in flight: its unschedulable attempt does not park it
+    gated: bool = False  # refused at PreEnqueue: waits for ungate
 
 
 @dataclass
@@ -34,6 +36,8 @@ class SchedulingQueue:
         """A pending pod appeared or changed: make it eligible now (its backoff still applies)."""
         self._order[uid] = (-priority, created)
         entry = self._entries.setdefault(uid, _Entry())
+        if uid in self._in_flight:
+            entry.moved = True
         entry.parked_generation = None
         entry.unresolvable = False
         self._wake.set()
@@ -62,11 +66,27 @@ class SchedulingQueue:
         entry.attempts += 1
         now = time.monotonic()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
-        entry.parked_generation = generation if unschedulable else None
+        parks = unschedulable and not entry.moved
+        entry.moved = False
+        entry.parked_generation = generation if parks else None
         entry.rejected = unschedulable
         entry.parked_at = now
-        entry.unresolvable = unresolvable
+        entry.unresolvable = unresolvable and parks
         self._wake.set()
+
+    def gate(self, uid: str) -> None:
+        self._in_flight.discard(uid)
+        entry = self._entries.get(uid)
+        if entry is not None:
+            entry.moved = False
+            entry.gated = True
+            entry.parked_generation, entry.unresolvable = None, False
+
+    def ungate(self, uid: str) -> None:
+        entry = self._entries.get(uid)
+        if entry is not None and entry.gated:
+            entry.gated = False
+            self._wake.set()
 
     def cluster_changed(self) -> None:
         self._wake.set()
@@ -77,7 +97,7 @@ class SchedulingQueue:
         for uid, e in self._entries.items():
             if uid in self._in_flight:
                 continue
-            if e.parked_generation is not None:
+            if e.gated or e.parked_generation is not None:
                 counts["unschedulable"] += 1
             elif e.ready_at > now:
                 counts["backoff"] += 1
@@ -100,7 +120,7 @@ class SchedulingQueue:
         best: tuple[tuple[int, str], str] | None = None
         wait: float | None = None
         for uid, e in self._entries.items():
-            if uid in self._in_flight:
+            if uid in self._in_flight or e.gated:
                 continue
             if self._eligible(e, now, generation):
                 cand = (self._order.get(uid, (0, "")), uid)
@@ -117,6 +137,7 @@ class SchedulingQueue:
                     (e.ready_at, self._order.get(uid, (0, "")), uid)
                     for uid, e in self._entries.items()
                     if uid not in self._in_flight
+                    and not e.gated
                     and e.rejected
                     and e.ready_at > now
                     and self._released(e, now, generation)
@@ -127,6 +148,7 @@ class SchedulingQueue:
                 return None, wait
             best = (early[1], early[2])
         self._in_flight.add(best[1])
+        self._entries[best[1]].moved = False
         return best[1], None
 
     def _released(self, e: _Entry, now: float, generation: int) -> bool:

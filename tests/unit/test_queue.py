@@ -482,7 +482,9 @@ async def test_pop_flushes_unresolvable_pod_after_the_interval(clock: Clock) -> 
 @given(
     ops=st.lists(
         st.tuples(
-            st.sampled_from(["add", "next", "next", "fail", "park", "stuck", "done", "remove", "tick", "change"]),
+            st.sampled_from(
+                ["add", "next", "next", "fail", "park", "stuck", "done", "remove", "tick", "change", "gate", "ungate"]
+            ),
             st.sampled_from("abc"),
             st.integers(0, 3),
         ),
@@ -513,6 +515,12 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
             elif op == "done" and uid in old.in_flight():
                 new.done(uid)
                 old.done(uid)
+            elif op == "gate" and uid in old.in_flight():
+                new.gate(uid)
+                old.gate(uid)
+            elif op == "ungate":
+                new.ungate(uid)
+                old.ungate(uid)
             elif op == "remove":
                 new.remove(uid)
                 old.remove(uid)

@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -601,6 +601,10 @@ class ClusterState:
         # order upstream's NodeInfo lists them, which ties in preemption's victim order follow).
         self.placed: dict[str, dict[str, None]] = {}
         self.nominated: dict[str, dict[str, None]] = {}
+        # Nominations our PostFilter made that the pod's status does not show yet (uid -> node):
+        # kept while the API shows none, as upstream's nominator keeps a ModeOverride nomination
+        # through updates without nominatedNodeName (updateNominatedPodUnlocked).
+        self._nominations: dict[str, str] = {}
         # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
         self.reserved_claims: dict[str, set[str]] = {}
         self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets by (namespace, name)
@@ -707,6 +711,11 @@ class ClusterState:
             if rv is not None and rv == old.resource_version and (old.obj is not None or not keep_object):
                 return old  # the same version again (a re-list): the same summary, no churn
         info = PodInfo.from_api(pod, keep_object=keep_object)
+        if info.uid in self._nominations:
+            if info.nominated or not info.schedulable:
+                del self._nominations[info.uid]  # the API says it now (or it is bound or going)
+            else:
+                info = replace(info, nominated=self._nominations[info.uid])
         self._nominate(old, -1)
         self._nominate(info, +1)
         self._account(old, -1)
@@ -724,7 +733,23 @@ class ClusterState:
             self._waiting_on_pods.discard(info.uid)
         return info
 
+    def nominate(self, uid: str, node: str) -> None:
+        """Our PostFilter nominated the pod to ``node`` ("": cleared its nomination): counted there
+        at once, not when its status write comes back."""
+        pod = self.pods.get(uid)
+        if pod is None or not pod.schedulable:
+            return
+        if node:
+            self._nominations[uid] = node
+        else:
+            self._nominations.pop(uid, None)
+        if pod.nominated != node:
+            self._nominate(pod, -1)
+            self.pods[uid] = pod = replace(pod, nominated=node)
+            self._nominate(pod, +1)
+
     def remove_pod(self, uid: str) -> PodInfo | None:
+        self._nominations.pop(uid, None)
         info = self.pods.pop(uid, None)
         self._nominate(info, -1)
         self._account(info, -1)

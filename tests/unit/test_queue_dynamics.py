@@ -1,0 +1,256 @@
+"""What happens when events cross a pod's cycle (issue 34's two scenes, at unit size).
+
+* An event that moves a pod (its own update, a claim it names) while it is in flight is not lost:
+  the attempt saw the state before it, so an unschedulable result does not park the pod
+  (upstream's in-flight events and queueing hints).
+* A preemptor popped while its evictions run is gated (upstream's PreEnqueue) and comes back when
+  they end, whatever the watches delivered meanwhile: before, it was parked at the generation of
+  that moment, and when the victims' deletions had all been seen already nothing released it until
+  the flush (60 s).
+* A nomination counts on its node from the moment the PostFilter made it, not when the status
+  write comes back (upstream's nominator): a lower-priority pod does not take the room its
+  victims free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.preemption import Candidate
+from draxr.core.state import ClusterState
+from draxr.queue import SchedulingQueue
+from draxr.scheduler import Scheduler
+from draxr.settings import Settings
+
+from .cluster_builders import cluster, node, plain_claim, pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _queue(clock: Clock) -> SchedulingQueue:
+    return SchedulingQueue(backoff_initial=1.0, backoff_max=8.0, flush_after=60.0, clock=clock)
+
+
+def test_an_update_while_in_flight_is_not_lost() -> None:
+    clock = Clock()
+    q = _queue(clock)
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.add("a", 0, "t")  # its own update (or a claim it names) while its cycle runs
+    q.failed("a", 0, unschedulable=True)
+    assert q.pending()["unschedulable"] == 0  # not parked: backing off
+    # Nothing else is ready: it is taken at once (SchedulerPopFromBackoffQ), no cluster change needed.
+    assert q.next_ready(0)[0] == "a"
+    # The mark is consumed: the next unschedulable attempt without an event parks it.
+    q.failed("a", 0, unschedulable=True)
+    assert q.pending()["unschedulable"] == 1
+    assert q.next_ready(0)[0] is None
+
+
+def test_without_the_event_the_same_attempt_parks_the_pod() -> None:
+    """The control of the test above: an attempt that saw everything waits for a change."""
+    clock = Clock()
+    q = _queue(clock)
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.failed("a", 0, unschedulable=True)
+    assert q.next_ready(0)[0] is None
+    assert q.next_ready(1)[0] == "a"
+
+
+def test_an_unresolvable_pod_updated_in_flight_is_not_parked_either() -> None:
+    clock = Clock()
+    q = _queue(clock)
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.add("a", 0, "t")
+    q.failed("a", 0, unschedulable=True, unresolvable=True, stamp="inv-1")
+    assert q.next_ready(0, "inv-1")[0] == "a"
+
+
+def test_a_gated_pod_waits_for_its_gate_alone_and_no_attempt_is_counted() -> None:
+    clock = Clock()
+    q = _queue(clock)
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.failed("a", 0, unschedulable=True)  # the preemption attempt: backoff 1 s
+    clock.now += 0.5
+    assert q.next_ready(1)[0] == "a"  # (released by a change, taken early)
+    q.gate("a")  # its evictions still run
+    assert q.pending()["unschedulable"] == 1
+    for generation in (2, 3):  # cluster changes do not release it
+        assert q.next_ready(generation)[0] is None
+    clock.now += 120  # nor does the flush
+    assert q.next_ready(3)[0] is None
+    q.add("a", 0, "t")  # nor its own update
+    assert q.next_ready(3)[0] is None
+    q.ungate("a")
+    assert q.next_ready(3)[0] == "a"
+    # One attempt counted (the preemption's), not two: the next backoff is 2 s.
+    q.failed("a", 3, unschedulable=False)
+    clock.now += 1.9
+    assert q.next_ready(3)[0] is None
+    clock.now += 0.2
+    assert q.next_ready(3)[0] == "a"
+
+
+def test_ungate_leaves_a_pod_that_was_not_gated_as_it_is() -> None:
+    clock = Clock()
+    q = _queue(clock)
+    q.add("a", 0, "t")
+    assert q.next_ready(0)[0] == "a"
+    q.failed("a", 0, unschedulable=True)
+    q.ungate("a")
+    assert q.next_ready(0)[0] is None  # still parked: waits for a change as before
+    assert q.next_ready(1)[0] == "a"
+
+
+# ---------------------------------------------------------------- the scheduler's event routing
+
+
+def _scheduler(state: ClusterState, clock: Clock) -> Scheduler:
+    sched = Scheduler(None, state, Settings(), None)  # type: ignore[arg-type]  (nothing is written)
+    sched.queue = _queue(clock)
+    return sched
+
+
+def _claim_pod() -> dict[str, Any]:
+    p = pod("w", gpus=0)
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    return p
+
+
+def test_a_claim_created_while_its_pod_is_in_flight_moves_the_pod() -> None:
+    clock = Clock()
+    state = cluster({"n1": 2})
+    sched = _scheduler(state, clock)
+    info = state.upsert_pod(_claim_pod())
+    sched.pod_changed(info)
+    generation = state.generation
+    assert sched.queue.next_ready(generation)[0] == info.uid  # in flight: "waiting for claim c"
+    claim = plain_claim("c")
+    state.upsert_claim(claim)  # (a new claim bumps no generation)
+    sched.claim_changed("ns/c", None, claim)
+    assert state.generation == generation
+    sched.queue.failed(info.uid, generation, unschedulable=True)
+    assert sched.queue.next_ready(state.generation)[0] == info.uid
+
+
+def test_a_spec_update_while_in_flight_moves_the_pod_a_status_update_does_not() -> None:
+    clock = Clock()
+    state = cluster({"n1": 2})
+    sched = _scheduler(state, clock)
+    body = pod("w", gpus=1, rv="1")
+    info = state.upsert_pod(body)
+    sched.pod_changed(info)
+    generation = state.generation
+    assert sched.queue.next_ready(generation)[0] == info.uid
+    # Our own status write (PodScheduled, the nomination) comes back: no reason to retry.
+    body["metadata"]["resourceVersion"] = "2"
+    body["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    old, info = info, state.upsert_pod(body)
+    sched.pod_changed(info, old)
+    sched.queue.failed(info.uid, generation, unschedulable=True)
+    assert sched.queue.next_ready(state.generation)[0] is None
+    # Popped again after a change; its tolerations change while it is in flight.
+    assert sched.queue.next_ready(state.generation + 1)[0] == info.uid
+    body["metadata"]["resourceVersion"] = "3"
+    body["spec"]["tolerations"] = [{"operator": "Exists"}]
+    old, info = info, state.upsert_pod(body)
+    sched.pod_changed(info, old)
+    sched.queue.failed(info.uid, state.generation, unschedulable=True)
+    assert sched.queue.next_ready(state.generation)[0] == info.uid
+
+
+async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_when_they_end() -> None:
+    """Scene 1 of the issue, at unit size: the victims' deletions are all seen while the
+    preemptor's evictions still run (their events posted, nominations cleared); it is popped then
+    and gated; when the evictions end it is back at once, no flush needed."""
+    clock = Clock()
+    state = cluster({"n1": 0}, cpu="16")
+    sched = _scheduler(state, clock)
+    victims = [state.upsert_pod(pod(f"v{i}", requests={"cpu": "8"}, node_name="n1", priority=0)) for i in (0, 1)]
+    hi = state.upsert_pod(pod("hi", requests={"cpu": "16"}, priority=100))
+    sched.pod_changed(hi)
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid
+    evictions_end = asyncio.Event()
+
+    async def actuate(_pod: Any, _chosen: Any) -> None:
+        sched.preemptor.running.add(hi.uid)
+        try:
+            await evictions_end.wait()
+        finally:
+            sched.preemptor.running.discard(hi.uid)
+
+    sched.preemptor.actuate = actuate  # type: ignore[method-assign]
+    chosen = Candidate("n1", tuple(victims), 0)
+    sched.preemptor.running.add(hi.uid)
+    task = asyncio.ensure_future(sched._preempt(hi, chosen))
+    sched.queue.failed(hi.uid, state.generation, unschedulable=True)  # the preemption attempt
+    await asyncio.sleep(0)
+    for v in victims:  # the victims are deleted: the watch sees it while the evictions run
+        state.remove_pod(v.uid)
+    clock.now += 2  # past its backoff
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid
+    assert sched.cycle(state.pods[hi.uid]) is None  # gated: its evictions run
+    assert sched.queue.next_ready(state.generation)[0] is None
+    evictions_end.set()
+    await task
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid
+    assert isinstance(schedule(state.pods[hi.uid], state, features=DEFAULT_FEATURES), Decision)
+
+
+# ---------------------------------------------------------------- nominations counted at once
+
+
+def _room_for_one() -> ClusterState:
+    state = ClusterState()
+    state.upsert_node(node("a", cpu="8"))
+    return state
+
+
+def test_a_nomination_counts_before_its_status_write_comes_back() -> None:
+    state = _room_for_one()
+    hi = state.upsert_pod(pod("hi", requests={"cpu": "6"}, priority=100, rv="1"))
+    low = state.upsert_pod(pod("low", requests={"cpu": "4"}, priority=0))
+    assert isinstance(schedule(low, state, features=DEFAULT_FEATURES), Decision)
+    state.nominate(hi.uid, "a")
+    assert isinstance(schedule(low, state, features=DEFAULT_FEATURES), Unschedulable)
+    # A watch event without the nomination (written before it) keeps it, as upstream's nominator.
+    body = pod("hi", requests={"cpu": "6"}, priority=100, rv="2")
+    state.upsert_pod(body)
+    assert state.pods[hi.uid].nominated == "a"
+    assert isinstance(schedule(low, state, features=DEFAULT_FEATURES), Unschedulable)
+    # The API says it: the API's from now on; cleared there, cleared here.
+    body["metadata"]["resourceVersion"] = "3"
+    body["status"]["nominatedNodeName"] = "a"
+    state.upsert_pod(body)
+    body["metadata"]["resourceVersion"] = "4"
+    body["status"]["nominatedNodeName"] = ""
+    state.upsert_pod(body)
+    assert state.pods[hi.uid].nominated == ""
+    assert isinstance(schedule(low, state, features=DEFAULT_FEATURES), Decision)
+
+
+def test_a_nomination_is_cleared_at_once_and_gone_with_its_pod() -> None:
+    state = _room_for_one()
+    hi = state.upsert_pod(pod("hi", requests={"cpu": "6"}, priority=100, rv="1"))
+    low = state.upsert_pod(pod("low", requests={"cpu": "4"}, priority=0))
+    state.nominate(hi.uid, "a")
+    state.nominate(hi.uid, "")
+    assert isinstance(schedule(low, state, features=DEFAULT_FEATURES), Decision)
+    state.nominate(hi.uid, "a")
+    state.upsert_pod(pod("hi", requests={"cpu": "6"}, priority=100, rv="2", node_name="a"))  # bound
+    assert state.nominated_pods("a") == []
+    state.remove_pod(hi.uid)
+    state.upsert_pod(pod("hi", requests={"cpu": "6"}, priority=100, rv="3"))  # (a new pod, same uid)
+    assert state.pods[hi.uid].nominated == ""
