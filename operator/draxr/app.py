@@ -267,6 +267,7 @@ class Operator:  # implements handlers.Sink
                 quiet_since=self.quiet_since(),
             )
             await self.roll_back_stale_claims()
+            self.scheduler.rebuild_holds()
             log.info("leading: scheduling and releasing claims", scheduler_name=self.settings.scheduler_name)
             duties = [self.scheduler.run(), self.release_loop(), self.mapping_status.run(), self.migrator.run()]
             if self.certs is not None and self.settings.webhook_self_signed:

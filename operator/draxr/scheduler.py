@@ -17,7 +17,7 @@ from draxr.core.gc import ClaimAction
 from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
-from draxr.core.preemption import Candidate, Outcome, Releasing, preemption
+from draxr.core.preemption import Candidate, Outcome, Releasing, preemption, rebuilt_hold
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -192,6 +192,25 @@ class Scheduler:
             for pod in list(self.state.pods.values()):
                 if pod.scheduler_name != self.settings.scheduler_name and not pod.node_name:
                     self.pod_changed(pod)
+
+    def rebuild_holds(self) -> int:
+        """A new leader: hold again, for the pods an earlier leader's preemption nominated, the
+        devices their victims free (that leader held them in its memory), higher priority first.
+        Returns how many holds were rebuilt."""
+        nominated = [
+            p
+            for p in self.state.pods.values()
+            if p.nominated and p.uid not in self.preemptor.releasing and self.ours(p) and self.wants(p)
+        ]
+        rebuilt = 0
+        for pod in sorted(nominated, key=lambda p: (-p.priority, p.created, p.uid)):
+            found = rebuilt_hold(pod, self.state, self.features)
+            if found is not None:
+                self.preemptor.hold(pod, found[0])
+                self.preemptor.releasing[pod.uid] = found[1]
+                rebuilt += 1
+                log.info("held again for a nominated pod", pod=pod.key, node=pod.nominated)
+        return rebuilt
 
     # ---- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:

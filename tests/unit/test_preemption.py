@@ -418,3 +418,56 @@ def test_a_preemptor_waits_for_victims_whose_binding_was_in_flight() -> None:
     assert waiting.pending(s)  # its claim, written after the choice
     s.remove_claim("ns", "v-written")
     assert not waiting.pending(s)
+
+
+def test_a_new_leader_holds_again_what_an_earlier_preemption_freed() -> None:
+    """The hold lived in the old leader's memory; the new one rebuilds it from the nomination: the
+    devices of the victim still terminating and of the one already gone (its claim not yet
+    released), not those of the pods that stay."""
+    from draxr.scheduler import Scheduler
+    from draxr.settings import Settings
+
+    s = cluster({"g": 4})
+    for i in range(4):
+        s.upsert_pod(running(f"low{i}", "g", gpus=1, claim_name=f"c{i}"))
+        s.upsert_claim(special_claim(f"c{i}", f"low{i}", f"uid-low{i}", alloc=allocation("g", f"gpu-{i}"), rv="1"))
+    going = running("low1", "g", gpus=1, claim_name="c1", rv="2")
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    going["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    s.upsert_pod(going)
+    s.remove_pod("uid-low2")  # gone; its claim c2 still allocated until the releaser frees it
+    hi = pod("hi", gpus=2, priority=100)
+    hi["status"]["nominatedNodeName"] = "g"
+    info = s.upsert_pod(hi)
+    sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
+    assert sched.rebuild_holds() == 1
+    assert sched.rebuild_holds() == 0  # (held already)
+    held = s.tracker._assumed[held_claim_key(info.uid)].dedicated
+    assert sorted(device for _, _, device in held) == ["gpu-1", "gpu-2"]
+    assert sched.preemptor.releasing[info.uid].pending(s)
+    # Once they are free, a lower-priority pod still cannot take them; the preemptor can.
+    s.remove_pod("uid-low1")
+    for c in ("c1", "c2"):
+        s.remove_claim("ns", c)
+    assert not sched.preemptor.releasing[info.uid].pending(s)
+    low = s.upsert_pod(pod("late", gpus=1, priority=0))
+    assert isinstance(schedule(low, s, features=DEFAULT_FEATURES), Unschedulable)
+    got = schedule(s.pods[info.uid], s, features=DEFAULT_FEATURES)
+    assert isinstance(got, Decision)
+    assert got.node == "g"
+
+
+def test_no_hold_is_rebuilt_where_nothing_is_on_its_way_out() -> None:
+    from draxr.scheduler import Scheduler
+    from draxr.settings import Settings
+
+    s = cluster({"g": 2})
+    for i in range(2):
+        s.upsert_pod(running(f"low{i}", "g", gpus=1, claim_name=f"c{i}"))
+        s.upsert_claim(special_claim(f"c{i}", f"low{i}", f"uid-low{i}", alloc=allocation("g", f"gpu-{i}"), rv="1"))
+    hi = pod("hi", gpus=2, priority=100)
+    hi["status"]["nominatedNodeName"] = "g"
+    s.upsert_pod(hi)
+    sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
+    assert sched.rebuild_holds() == 0
+    assert not s.tracker.is_assumed(held_claim_key("uid-hi"))

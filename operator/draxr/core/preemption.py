@@ -208,6 +208,7 @@ class _DryRun:
         self.prepared = prepare_pod(pod.view, state.mapping)
         self.own_hold = held_claim_key(pod.uid)
         self.beyond = self.filters.reads_beyond_node
+        self.also_freed: list[str] = []  # claims counted as free besides the removed pods' (rebuilt_hold)
 
     def nominated(self, node: str) -> list[PodInfo]:
         return nominated_for(self.pod, self.state, node)
@@ -271,6 +272,7 @@ class _DryRun:
 
     def _allocated(self, removed: Sequence[PodInfo]) -> AllocatedState:
         keys = freed_claims(removed, self.state)
+        keys += self.also_freed
         keys.append(self.own_hold)
         return self.state.tracker.snapshot_without(keys)
 
@@ -504,6 +506,32 @@ def _to_the_end(steps: Callable[P, Generator[None, None, Outcome]]) -> Callable[
 
 
 preempt = _to_the_end(preemption)  # the same in one go (tests, benches, the differential)
+
+
+def rebuilt_hold(
+    pod: PodInfo, state: ClusterState, features: Features
+) -> tuple[Mapping[str, Any], Releasing] | None:
+    """After a leader change: the devices to hold again for a pod nominated by an earlier leader's
+    preemption (the hold lived in that leader's memory; the nomination is in the pod's status).
+    The devices the pod gets on its nominated node once the lower-priority pods being preempted
+    there are gone and the special claims of pods already gone are released, and what it waits
+    for meanwhile; None when it would not fit there even so, or nothing is on its way out."""
+    node = pod.nominated
+    if not node or node not in state.nodes:
+        return None
+    victims = [p for p in state.placed_pods(node) if p.priority < pod.priority and p.preempted]
+    gone = [uid for uid in state.gone_pod_schedulers if uid in state.special_claims]
+    if not victims and not gone:
+        return None
+    if isinstance(prefilter(pod, state), Status):
+        return None
+    dry = _DryRun(pod, state, features)
+    dry.also_freed = [key for uid in gone for key in sorted(state.special_claims[uid])]
+    status, held = dry.fits(node, victims)
+    if status is not None or held is None:
+        return None
+    waits = releasing_of(victims, state)
+    return held, Releasing(waits.victims | frozenset(gone), (*waits.claims, *dry.also_freed))
 
 
 def lower_nominated(pod: PodInfo, node: str, state: ClusterState) -> list[PodInfo]:
