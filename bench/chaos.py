@@ -57,6 +57,22 @@ checks continuously (time limits count from the end of the last fault, and not w
 * a pod seen preempted (DisruptionTarget/PreemptionByScheduler, or draxr's Preempted Event) is of
   lower priority than its preemptor (when the Event names one it saw) and than some pod seen
   nominated to or bound on its node from a minute before on;
+* a preemptor evicts on one node only: the Preempted Events ("Preempted by pod <uid> on node
+  <node>") that name it name one node. Exempt: a move to another node after the earlier one was
+  seen unusable (gone from the node list, ``spec.unschedulable``, or a NoSchedule/NoExecute taint)
+  at a node inventory (every 20 s) whose previous one saw it usable before the first eviction on
+  the later node: kube-scheduler too preempts again elsewhere once its nomination is lost that way.
+  (The preemptor's nominatedNodeName changing is not required: a nomination shorter than a poll is
+  missed.) The chaos run deletes and cordons no node: a preemptor on two nodes is a violation;
+* no preemptor has more victims on a node than its dry runs there named: the distinct pods whose
+  Preempted Events name it and that node are at most the sum, over its nominations of that node, of
+  N in draxr's "preemption: found a potential placement for pod on node <node>, preempting N
+  victims" (the FailedScheduling Events' messages, a repeated one counted by its series, and the
+  PodScheduled condition's, one per lastTransitionTime; per message the larger of the two counts).
+  Those reports are written after the evictions began and may be lost to a fault (or a SIGKILL):
+  the replicas' own "preempting" log lines (written before the evictions, in the run directory)
+  count too, the larger sum of the two is the bound. Judged at the end, after a last look at the
+  Events;
 * the probe after each fault is bound within the grace;
 * a SIGSTOPped leader stays stopped until the Lease is seen held by another replica (no sleep: if
   nobody takes it within the lease + 10 s, that is a violation), and exits after SIGCONT;
@@ -155,6 +171,9 @@ LOW, NEVER, HIGH = "chaos-low", "chaos-never", "chaos-high"
 PRIORITY_CLASSES = {LOW: (0, "PreemptLowerPriority"), NEVER: (1000, "Never"), HIGH: (100000, "PreemptLowerPriority")}
 LOWEST_PRIORITY = 0  # no pod of the run has less: a pod of this priority has no one to evict
 PREEMPTED_BY = re.compile(r"^Preempted by pod (\S+) on node (\S+)$")  # the Preempted Event's note
+# The end of draxr's FailedScheduling message (and PodScheduled condition) for a preemption that
+# chose a node (core/preemption.py: ``found_one`` and the message after it).
+DRY_RUN = re.compile(r"preemption: found a potential placement for pod on node (\S+), preempting (\d+) victims$")
 INVARIANTS = {
     "double_allocation": "no device in two allocated claims (every poll, every claim event)",
     "stale_claim": "no special claim left > grace after its pod ended or went",
@@ -164,6 +183,8 @@ INVARIANTS = {
     "untrue_reason": "pending pod that fits nowhere has a true FailedScheduling",
     "preemptor_unbound": "pending pod that fits by evicting lower priority bound within grace",
     "victim_priority": "preemption victim below a pod nominated to or bound on its node",
+    "preemptor_several_nodes": "a preemptor's victims on one node (unless the earlier one was seen unusable first)",
+    "victims_beyond_dry_run": "a preemptor's victims on a node no more than its dry runs there named",
     "claim_lost": "bound pod still running: its claim allocated (same devices) and reserved for it, every poll",
     "probe": "probe bound within grace after each fault",
     "stopped_leader": "SIGSTOPped leader: its lease taken over, it exits after SIGCONT",
@@ -765,6 +786,23 @@ class Observer:
         self.preemptor_waits: list[float] = []  # such a pod: from fitting to seen bound, s
         self.victims_checked = 0
         self.preempted_on: dict[str, set[str]] = defaultdict(set)  # preemptor -> nodes of its victims (Events)
+        # (preemptor, node) -> victim uid -> when it was evicted (its Preempted Event's eventTime, as
+        # monotonic time; else when first seen)
+        self.evicted: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+        self.names: dict[str, str] = {}  # uid -> pod name (pods polled, Events' objects)
+        # The dry runs that chose a node: FailedScheduling Event uid -> (preemptor, message, series
+        # count); (preemptor, message) -> the lastTransitionTimes of PodScheduled conditions seen
+        # with it; (preemptor, node) -> the victims named by the replicas' "preempting" log lines.
+        self.dry_run_events: dict[str, tuple[str, str, int]] = {}
+        self.dry_run_conditions: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.dry_run_logged: Counter[tuple[str, str]] = Counter()
+        self.dry_run_log_lines = 0
+        self.preemptions_judged = False
+        self.moved_after_node_lost: dict[str, JSON] = {}  # preemptor -> why its move was exempt
+        # node -> [(last inventory that saw it usable, first that saw it unusable)], monotonic
+        self.usable_nodes: set[str] | None = None
+        self.last_inventory = 0.0
+        self.node_unusable: dict[str, list[tuple[float, float]]] = defaultdict(list)
         # the claim watch: claim uid -> devices, device -> claim uids, claim uid -> name
         self.claim_devices: dict[str, set[tuple[str, str, str]]] = {}
         self.device_claims: dict[tuple[str, str, str], set[str]] = defaultdict(set)
@@ -897,7 +935,17 @@ class Observer:
             }
         self.devices = dict(devices)
         self.node_count = len(nodes)
+        self.node_inventory(nodes, time.monotonic())
         return True
+
+    def node_inventory(self, nodes: list[JSON], now: float) -> None:
+        """Which nodes went unusable (gone, cordoned, tainted NoSchedule/NoExecute) since the last
+        inventory: a preemptor may then preempt again elsewhere."""
+        usable = {str(n["metadata"]["name"]) for n in nodes if _usable_node(n)}
+        if self.usable_nodes is not None:
+            for node in self.usable_nodes - usable:
+                self.node_unusable[node].append((self.last_inventory, now))
+        self.usable_nodes, self.last_inventory = usable, now
 
     async def events(self) -> bool:
         items = await self.api.list(f"/api/v1/namespaces/{NS}/events", {"fieldSelector": "reason=FailedScheduling"})
@@ -906,8 +954,14 @@ class Observer:
         for e in items:
             who = e.get("reportingComponent") or (e.get("source") or {}).get("component")
             if who == SCHEDULER:
-                uid = str((e.get("involvedObject") or {}).get("uid"))
-                self.failed_events[uid].add(str(e.get("message") or ""))
+                pod = e.get("involvedObject") or {}
+                uid, message = str(pod.get("uid")), str(e.get("message") or "")
+                self.failed_events[uid].add(message)
+                self.names.setdefault(uid, str(pod.get("name")))
+                if DRY_RUN.search(message):
+                    self.dry_run_events[str(e["metadata"].get("uid") or e["metadata"]["name"])] = (
+                        uid, message, _event_count(e)
+                    )  # fmt: skip
         items = await self.api.list(f"/api/v1/namespaces/{NS}/events", {"fieldSelector": "reason=Preempted"})
         if items is None:
             return False
@@ -919,16 +973,27 @@ class Observer:
                 continue
             victim = e.get("involvedObject") or {}
             self.preemptors.add(m.group(1))
-            self.victim(str(victim.get("uid")), str(victim.get("name")), now, node=m.group(2), preemptor=m.group(1))
+            self.victim(
+                str(victim.get("uid")), str(victim.get("name")), now, node=m.group(2), preemptor=m.group(1),
+                evicted=_event_time(e, now),
+            )  # fmt: skip
         return True
 
-    def victim(self, uid: str, name: str, now: float, node: str | None = None, preemptor: str | None = None) -> None:
-        """A pod seen preempted (its DisruptionTarget condition, or draxr's Preempted Event)."""
+    def victim(
+        self, uid: str, name: str, now: float, node: str | None = None, preemptor: str | None = None,
+        evicted: float | None = None,
+    ) -> None:  # fmt: skip
+        """A pod seen preempted (its DisruptionTarget condition, or draxr's Preempted Event, which
+        names its preemptor and node; ``evicted``: the Event's time, default ``now``)."""
         v = self.victims.setdefault(uid, {"name": name, "at": now, "node": None, "preemptor": None, "judged": False})
         v["node"] = v["node"] or node or self.node_of.get(uid)
         v["preemptor"] = v["preemptor"] or preemptor
+        self.names.setdefault(uid, name)
         if preemptor and node:
             self.preempted_on[preemptor].add(node)
+            at = evicted if evicted is not None else now
+            seen = self.evicted[(preemptor, node)]
+            seen[uid] = min(seen.get(uid, at), at)
 
     def judge_victims(self, now: float, final: bool = False) -> None:
         """A victim must be of lower priority than its preemptor: the one its Event names, when
@@ -958,6 +1023,80 @@ class Observer:
                 seen = {o: pr for o, (pr, _, _) in self.on_node[v["node"]].items()}
                 self.violate("victim_priority", uid, pod=v["name"], priority=mine, node=v["node"],
                              why="no pod of higher priority nominated to or bound on its node", seen=seen)  # fmt: skip
+
+    def dry_run_named(self, preemptor: str, node: str) -> tuple[int, int, list[str]]:
+        """The victims the dry runs of ``preemptor`` that chose ``node`` named, summed over its
+        nominations of it: (by the API's record, by the replicas' logs, the messages). Per message,
+        its nominations are the larger of its Events' series counts summed and the PodScheduled
+        conditions seen with it (one per lastTransitionTime): either record may miss one."""
+        nominations: Counter[str] = Counter()
+        for who, message, count in self.dry_run_events.values():
+            if who == preemptor:
+                nominations[message] += count
+        for (who, message), times in self.dry_run_conditions.items():
+            if who == preemptor:
+                nominations[message] = max(nominations[message], len(times))
+        named, messages = 0, []
+        for message, n in sorted(nominations.items()):
+            m = DRY_RUN.search(message)
+            if m is not None and m.group(1) == node:
+                named += int(m.group(2)) * n
+                messages.append(f"{n}× {m.group(0)}")
+        return named, self.dry_run_logged[(preemptor, node)], messages
+
+    def judge_preemptions(self) -> None:
+        """At the end (once): no preemptor has more victims on a node than its dry runs there
+        named, and none has victims on two nodes unless the earlier one was seen unusable (gone,
+        cordoned, tainted) at an inventory after its first eviction there whose previous inventory
+        saw it usable before the first eviction on the later one."""
+        if self.preemptions_judged:
+            return
+        self.preemptions_judged = True
+        on_nodes: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+        for (preemptor, node), victims in sorted(self.evicted.items()):
+            on_nodes[preemptor][node] = victims
+            api, logged, messages = self.dry_run_named(preemptor, node)
+            if len(victims) > max(api, logged):
+                self.violate(
+                    "victims_beyond_dry_run", f"{preemptor}@{node}", preemptor=self.names.get(preemptor, preemptor),
+                    uid=preemptor, node=node, victims=sorted(self.names.get(v, v) for v in victims),
+                    named_by_events=api, named_by_logs=logged, dry_runs=messages,
+                )  # fmt: skip
+        for preemptor, nodes in on_nodes.items():
+            if len(nodes) < 2:
+                continue
+            first = {node: min(victims.values()) for node, victims in nodes.items()}
+            order = sorted(nodes, key=lambda n: (first[n], n))
+            moves, unexplained = [], []
+            for k, node in enumerate(order[1:], 1):
+                lost = [
+                    (earlier, round(was - self.t0, 1), round(gone - self.t0, 1))
+                    for earlier in order[:k]
+                    for was, gone in self.node_unusable.get(earlier, ())
+                    if was < first[node] and gone > first[earlier]
+                ]
+                moves.append({"to": node, "after_lost": lost})
+                if not lost:
+                    unexplained.append(node)
+            detail = {
+                "preemptor": self.names.get(preemptor, preemptor),
+                "uid": preemptor,
+                "nodes": {
+                    n: {
+                        "victims": sorted(self.names.get(v, v) for v in nodes[n]),
+                        "first_evicted_s": round(first[n] - self.t0, 1),
+                        "dry_runs": self.dry_run_named(preemptor, n)[2],
+                    }
+                    for n in order
+                },
+                "nominated_seen": sorted(n for n, pods in self.on_node.items() if preemptor in pods),
+                "bound_on": self.node_of.get(preemptor),
+                "moves": moves,
+            }
+            if unexplained:
+                self.violate("preemptor_several_nodes", preemptor, **detail)
+            else:
+                self.moved_after_node_lost[preemptor] = detail
 
     async def poll(self) -> None:
         # Claims first: a claim created after this list belongs to a pod the next list still shows.
@@ -1031,6 +1170,12 @@ class Observer:
             labels = meta.get("labels") or {}
             self.created.setdefault(uid, "probe" if labels.get("role") == "probe" else labels.get("app", "?"))
             self.priority[uid] = priority = int(spec.get("priority") or 0)
+            self.names[uid] = meta["name"]
+            scheduled = _scheduled_condition(p)
+            if scheduled is not None and DRY_RUN.search(str(scheduled.get("message") or "")):
+                self.dry_run_conditions[(uid, str(scheduled["message"]))].add(
+                    str(scheduled.get("lastTransitionTime") or "")
+                )
             phase = status.get("phase")
             if phase == "Succeeded":
                 self.completed.add(uid)
@@ -1283,6 +1428,7 @@ class Observer:
 
     def summary(self) -> JSON:
         self.judge_victims(time.monotonic(), final=True)
+        self.judge_preemptions()
         roles = Counter(self.created.values())
         probes = {u for u, r in self.created.items() if r == "probe"}
         work = set(self.created) - probes
@@ -1297,9 +1443,15 @@ class Observer:
             "max_devices_allocated": self.max_allocated,
             "preemptions": len(self.preemptors),
             "preemption_victims": len(self.victims),
-            # Not an invariant: a preemptor whose Events name victims on more than one node evicted
-            # again elsewhere (bench/README.md: victims whose binding was still in flight).
+            # Preemptors whose Events name victims on more than one node (the violations of
+            # preemptor_several_nodes, and those exempt: moved after the earlier node was lost).
             "preemptors_on_several_nodes": sum(1 for nodes in self.preempted_on.values() if len(nodes) > 1),
+            "preemptors_moved_after_node_lost": self.moved_after_node_lost,
+            "dry_runs_seen": {
+                "events": len(self.dry_run_events),
+                "conditions": sum(len(t) for t in self.dry_run_conditions.values()),
+                "log_lines": self.dry_run_log_lines,
+            },
             "preemptor_wait_s": {
                 "worst": max(self.preemptor_waits, default=None),
                 "mean": round(sum(self.preemptor_waits) / len(self.preemptor_waits), 1)
@@ -1335,6 +1487,53 @@ def _preempted(p: JSON) -> bool:
         c.get("type") == "DisruptionTarget" and c.get("status") == "True" and c.get("reason") == "PreemptionByScheduler"
         for c in (p.get("status") or {}).get("conditions") or ()
     )
+
+
+def _usable_node(node: JSON) -> bool:
+    """Not cordoned, no NoSchedule/NoExecute taint (our pods tolerate none for scheduling)."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return False
+    return not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or ())
+
+
+def _event_count(event: JSON) -> int:
+    """How many times an Event was reported: its series' count (events.k8s.io), else its count."""
+    return max(int((event.get("series") or {}).get("count") or 0), int(event.get("count") or 0), 1)
+
+
+def _event_time(event: JSON, now: float) -> float:
+    """When an Event was first reported, as monotonic time (its eventTime, else its
+    creationTimestamp; ``now`` when it has neither)."""
+    stamp = (
+        event.get("eventTime") or event.get("firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp")
+    )
+    if not stamp:
+        return now
+    try:
+        return time.monotonic() - (time.time() - _ts(str(stamp)))
+    except ValueError:
+        return now
+
+
+def read_dry_run_logs(observer: Observer, run_dir: Path) -> None:
+    """The replicas' "preempting" log lines (draxr logs each chosen node and its victims before
+    evicting): (preemptor, node) -> the victims they named, summed, into ``observer.dry_run_logged``.
+    A preemptor named by pod key: its uid from what the observer saw (polls, Events)."""
+    uids = {name: uid for uid, name in observer.names.items()}
+    for path in sorted(run_dir.glob("draxr-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"preempting"' not in line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("event") != "preempting":
+                continue
+            name = str(rec.get("pod") or "").partition("/")[2]
+            observer.dry_run_log_lines += 1
+            observer.dry_run_logged[(uids.get(name, name), str(rec.get("node")))] += len(rec.get("victims") or ())
 
 
 def _live(p: JSON) -> bool:
@@ -1886,6 +2085,12 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             if r.kind == "leader-sigstop" and "continued_at" in r.params
         ]
         audit = judge_audit(observer, run_dir, {jti: name for name, (_, jti) in tokens.items()}, freezes)
+        # A last look at the Events (the dry runs' reports come after the evictions), then the logs.
+        for _ in range(3):
+            if await observer.events():
+                break
+            await asyncio.sleep(1.0)
+        read_dry_run_logs(observer, run_dir)
         result |= {
             "seed": cfg.seed,
             "fault_phase_s": round(t_settle - t_faults, 1),
@@ -1919,6 +2124,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
 
 def table(result: JSON) -> str:
     c = result["config"]
+    d = result.get("dry_runs_seen") or {"events": None, "conditions": None, "log_lines": None}
     lines = [
         f"chaos run: seed {result['seed']}, {c['nodes']} nodes × {c['devices']} devices (+2 probe nodes), "
         f"2 draxr replicas through the fault proxy, faults for {result['fault_phase_s']:.0f} s + "
@@ -1931,11 +2137,12 @@ def table(result: JSON) -> str:
         f"| {result['max_devices_allocated']}/{c['nodes'] * c['devices']} |",
         "",
         "| preemptors (on several nodes) | victims | victims checked "
-        "| bound after fitting by evicting (worst, mean wait s) | claim events |",
-        "|---|---|---|---|---|",
+        "| bound after fitting by evicting (worst, mean wait s) | claim events | dry runs (Events, conditions, logs) |",
+        "|---|---|---|---|---|---|",
         f"| {result['preemptions']} ({result['preemptors_on_several_nodes']}) | {result['preemption_victims']} "
         f"| {result['checked']['victims']} | {result['checked']['preemptors']} ({result['preemptor_wait_s']['worst']}, "
-        f"{result['preemptor_wait_s']['mean']}) | {result['checked']['claim_events']} |",
+        f"{result['preemptor_wait_s']['mean']}) | {result['checked']['claim_events']} "
+        f"| {d['events']}, {d['conditions']}, {d['log_lines']} |",
         "",
         "| fault | count | worst recovery s | mean recovery s |",
         "|---|---|---|---|",

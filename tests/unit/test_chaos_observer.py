@@ -4,7 +4,9 @@ fires when it is broken (preemption's too), once per incident, and not before it
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..bench_loader import load
@@ -298,6 +300,139 @@ def test_a_victim_must_be_below_a_pod_nominated_to_or_bound_on_its_node() -> Non
     obs.check(151.0, [], [])
     assert obs.violations["victim_priority"] == 2
     assert obs.summary()["preemptors_on_several_nodes"] == 1  # uid-hi: victims on n1 and n2
+
+
+class Events:
+    """The observer's API client for ``Observer.events``: the namespace's Events by reason."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+
+    async def list(self, path: str, query: dict[str, str] | None = None) -> list[Any]:
+        reason = (query or {})["fieldSelector"].removeprefix("reason=")
+        return [e for e in self.events if e["reason"] == reason]
+
+
+def event(reason: str, pod_name: str, message: str, uid: str = "", count: int = 1, at: str = "") -> Any:
+    """An Event as kube-apiserver's core/v1 shows one that draxr posted (events.k8s.io/v1)."""
+    e: dict[str, Any] = {
+        "metadata": {"name": f"{pod_name}.{uid or reason}", "uid": uid or f"e-{pod_name}-{reason}-{message}"},
+        "reason": reason,
+        "message": message,
+        "reportingComponent": "draxr",
+        "involvedObject": {"kind": "Pod", "name": pod_name, "uid": f"uid-{pod_name}"},
+        "eventTime": at or None,
+    }
+    if count > 1:
+        e["series"] = {"count": count, "lastObservedTime": at or None}
+    return e
+
+
+def dry_run(node: str, victims: int) -> str:
+    """draxr's FailedScheduling message for a preemption that chose ``node``."""
+    return (
+        f"0/2 nodes are available: 2 {no_room(2, 0)}. "
+        f"preemption: found a potential placement for pod on node {node}, preempting {victims} victims"
+    )
+
+
+def preempted(victim: str, preemptor: str, node: str, at: str = "") -> Any:
+    return event("Preempted", victim, f"Preempted by pod uid-{preemptor} on node {node}", at=at)
+
+
+def judged(events: list[Any], pods: Sequence[Any] = ()) -> Any:
+    obs = chaos.Observer(api=Events(events), cfg=chaos.Config(grace=30.0))
+    if pods:
+        obs.check(0.0, [], list(pods))
+    asyncio.run(obs.events())
+    obs.judge_preemptions()
+    return obs
+
+
+def test_victims_beyond_what_the_dry_run_named_are_caught() -> None:
+    """Per preemptor and node: the distinct pods evicted for it there are at most the victims its
+    dry runs there named, summed over its nominations (an Event repeated counts by its series)."""
+    two = [preempted("v1", "hi", "n1"), preempted("v2", "hi", "n1")]
+    obs = judged([event("FailedScheduling", "hi", dry_run("n1", 1)), *two])
+    assert obs.violations["victims_beyond_dry_run"] == 1
+    [detail] = obs.details
+    assert (detail["node"], detail["victims"], detail["named_by_events"]) == ("n1", ["v1", "v2"], 1)
+    # Its dry run named another node; no dry run seen at all.
+    assert judged([event("FailedScheduling", "hi", dry_run("n2", 2)), *two]).violations["victims_beyond_dry_run"] == 1
+    assert judged(two).violations["victims_beyond_dry_run"] == 1
+    # Right: one nomination naming two; one naming one, repeated (series count 2); two Events naming one each.
+    one = dry_run("n1", 1)
+    for named in (
+        [event("FailedScheduling", "hi", dry_run("n1", 2))],
+        [event("FailedScheduling", "hi", one, count=2)],
+        [event("FailedScheduling", "hi", one, uid="a"), event("FailedScheduling", "hi", one, uid="b")],
+    ):
+        obs = judged([*named, *two])
+        assert obs.violations["victims_beyond_dry_run"] == 0, (named, obs.details)
+    # A victim evicted (and named) by two nominations counts once.
+    named = [event("FailedScheduling", "hi", one, count=2)]
+    again = preempted("v1", "hi", "n1", at="2026-01-01T00:00:09Z")
+    assert judged([*named, *two, again]).violations["victims_beyond_dry_run"] == 0
+    assert judged([*named, *two, again, preempted("v3", "hi", "n1")]).violations["victims_beyond_dry_run"] == 1
+
+
+def test_the_dry_run_is_read_from_the_condition_and_the_logs_too(tmp_path: Any) -> None:
+    """A FailedScheduling Event lost to a fault: the PodScheduled condition seen (one nomination per
+    lastTransitionTime), or the replicas' "preempting" log lines, name the victims."""
+    two = [preempted("v1", "hi", "n1"), preempted("v2", "hi", "n1")]
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": dry_run("n1", 2),
+            "lastTransitionTime": "2026-01-01T00:00:01Z"}  # fmt: skip
+    hi = pod("hi", count=2, priority=HIGH, condition=cond, nominated="n1")
+    assert judged(two, [hi]).violations["victims_beyond_dry_run"] == 0
+    assert judged(two, [hi]).dry_run_named("uid-hi", "n1")[0] == 2
+    # The condition names one victim: not enough; nor is a log line naming one (the larger record
+    # counts, not their sum), until one names two.
+    one = pod("hi", count=2, priority=HIGH, condition={**cond, "message": dry_run("n1", 1)}, nominated="n1")
+    assert judged(two, [one]).violations["victims_beyond_dry_run"] == 1
+    other = json.dumps({"event": "pod preempted", "preemptor": "chaos/hi", "victim": "chaos/v3"})
+    for logged, violations in ((["chaos/v1"], 1), (["chaos/v1", "chaos/v2"], 0)):
+        line = json.dumps({"pod": "chaos/hi", "node": "n1", "victims": logged, "event": "preempting"})
+        (tmp_path / "draxr-a.1.log").write_text(f"{line}\n{other}\nnot json\n")
+        obs = chaos.Observer(api=Events(two), cfg=chaos.Config(grace=30.0))
+        obs.check(0.0, [], [one])
+        asyncio.run(obs.events())
+        chaos.read_dry_run_logs(obs, tmp_path)
+        assert (obs.dry_run_log_lines, obs.dry_run_logged[("uid-hi", "n1")]) == (1, len(logged))
+        obs.judge_preemptions()
+        assert obs.violations["victims_beyond_dry_run"] == violations, obs.details
+
+
+def test_a_preemptor_with_victims_on_two_nodes_is_caught() -> None:
+    fine = [preempted("v1", "hi", "n1"), preempted("v2", "hi", "n1"), preempted("w", "other", "n2")]
+    assert judged(fine).violations["preemptor_several_nodes"] == 0
+    obs = judged([preempted("v1", "hi", "n1", at="2026-01-01T00:00:01Z"),
+                  preempted("v2", "hi", "n2", at="2026-01-01T00:00:05Z")])  # fmt: skip
+    assert obs.violations["preemptor_several_nodes"] == 1
+    [detail] = [d for d in obs.details if d["invariant"] == "preemptor_several_nodes"]
+    assert list(detail["nodes"]) == ["n1", "n2"]  # in the order of their first eviction
+    assert detail["nodes"]["n2"]["victims"] == ["v2"]
+    assert obs.summary()["preemptors_on_several_nodes"] == 1
+
+
+def test_a_preemptor_may_move_once_its_node_was_seen_lost() -> None:
+    """The earlier node gone (or cordoned) at an inventory after its eviction, the one before having
+    seen it usable before the eviction on the later node: exempt. Lost only after: a violation."""
+
+    def node(name: str, **spec: Any) -> Any:
+        return {"metadata": {"name": name}, "spec": spec}
+
+    for lost_at, later, exempt in ((30.0, 35.0, True), (30.0, 20.0, False)):
+        for after in ([node("n2")], [node("n1", unschedulable=True), node("n2")],
+                      [node("n1", taints=[{"key": "k", "effect": "NoSchedule"}]), node("n2")]):  # fmt: skip
+            obs = observer({"n1": 2, "n2": 2})
+            obs.node_inventory([node("n1"), node("n2")], 10.0)
+            obs.node_inventory([node("n1"), node("n2")], 25.0 if not exempt else 10.0)
+            obs.victim("uid-v1", "v1", 15.0, node="n1", preemptor="uid-hi")
+            obs.node_inventory(after, lost_at)
+            obs.victim("uid-v2", "v2", later, node="n2", preemptor="uid-hi")
+            obs.judge_preemptions()
+            assert obs.violations["preemptor_several_nodes"] == (not exempt), (lost_at, later, after, obs.details)
+            assert bool(obs.moved_after_node_lost) == exempt
 
 
 def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
