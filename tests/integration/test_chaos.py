@@ -7,13 +7,15 @@ SIGSTOP, kube-apiserver SIGKILL and restart, and the proxy's drop, stall, latenc
 500, 503), none skipped, with one quiet window longer than the grace amid them. The independent
 observer must count no violation of any invariant: preemption's (no device in two claims at any
 claim event, a pod that fits by evicting bound within 30 s, victims of lower priority than a pod
-nominated to or bound on their node); every running pod's claim still allocated and reserved for it
-at every poll; every FailedScheduling message true as a whole; no replica writing after another took
-the Lease (audit log); a SIGSTOPped leader's Lease taken over and the leader gone after SIGCONT;
-every replica exit explained by a fault; the observer's polls failing only while kube-apiserver is
-down. And it must have seen what makes those checks not vacuous: preemptions, claims checked while
-held, takeovers in the audit log, the time limits able to run out in the fault phase and the settle
-phase. DRAXR_CHAOS_SEED picks another seed (the run prints its own); the full-size run is
+nominated to or bound on their node, a preemptor's victims on one node and no more of them there
+than its dry runs named); every running pod's claim still allocated and reserved for it at every
+poll; every FailedScheduling message true as a whole; no replica writing after another took the
+Lease (audit log); a SIGSTOPped leader's Lease taken over and the leader gone after SIGCONT; every
+replica exit explained by a fault; the observer's polls failing only while kube-apiserver is down.
+And it must have seen what makes those checks not vacuous: a floor of preemptions and victims, the
+dry runs' reports read (Events and log lines), claims checked while held, takeovers in the audit
+log, the time limits able to run out in the fault phase and the settle phase. DRAXR_CHAOS_SEED
+picks another seed (the run prints its own); the full-size run is
 ``bench/chaos.py`` (bench/README.md)."""
 
 from __future__ import annotations
@@ -39,9 +41,17 @@ async def test_chaos_run_breaks_no_invariant() -> None:
     assert result["pods_bound"] > 0
     assert result["checked"]["placements"] > 0
     assert result["checked"]["true_reasons"] > 0  # the too-large Deployment's pods, at least
-    # The priority mix preempted, so the preemption invariants were not vacuous.
-    assert result["preemptions"] > 0
+    # The priority mix preempted, so the preemption invariants were not vacuous. The floors are about
+    # half the fewest seen at CI size (a frozen copy of the tree at 27d9562, 2 cores with a load
+    # average of 8-17 from other work, 2026-12-06: seed 886190 14 preemptors and 20 victims, seed 11
+    # 13 and 10, then 17 and 34; bench/NOTEBOOK.md, 2026-12-05: seed 11 12 and 17, seed 5 16 and 25).
+    assert result["preemptions"] >= 6
+    assert result["preemption_victims"] >= 5
     assert result["checked"]["victims"] > 0
+    # The dry runs' "preempting N victims" was read from draxr's Events (its wording still matches)
+    # and from the replicas' logs.
+    assert result["dry_runs_seen"]["events"] > 0
+    assert result["dry_runs_seen"]["log_lines"] > 0
     assert result["checked"]["preemptors"] > 0
     assert result["checked"]["claim_events"] > 0
     # Running pods' claims were looked at again after their placement; the time limits could run out
