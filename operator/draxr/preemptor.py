@@ -8,7 +8,7 @@ binds (``claims.held_claim_key``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,25 +50,41 @@ class Preemptor:
         if self.state.tracker.is_assumed(key):
             self.state.forget_allocation(key)
 
-    async def actuate(self, pod: PodInfo, chosen: Candidate) -> None:
-        """Evict the victims (those not yet being deleted), all at once, then clear the
-        nominations of lower-priority pods on the node. Errors are logged; the preemptor is tried
-        again either way."""
+    async def actuate(self, pod: PodInfo, chosen: Candidate, evicted: Callable[[], None] = lambda: None) -> None:
+        """Evict the victims (those not yet being deleted), all at once; once every deletion has
+        started (or failed), the preemptor may be tried again (``evicted``: upstream's
+        IsPodRunningPreemption turns false when the last victim has its deletionTimestamp). Then
+        the Preempted events, and the lower-priority pods nominated to the node lose their
+        nomination (in the state at once, as upstream's API cacher). Errors are logged; the
+        preemptor is tried again either way."""
         self.running.add(pod.uid)
+        lower = lower_nominated(pod, chosen.node, self.state)
+        for other in lower:
+            self.state.nominate(other.uid, "")
+        victims = [v for v in chosen.victims if not v.deleting]
         try:
             metrics.PREEMPTION_VICTIMS.observe(len(chosen.victims))
-            victims = [v for v in chosen.victims if not v.deleting]
-            results = await asyncio.gather(*(self._evict(pod, v, chosen.node) for v in victims), return_exceptions=True)
-            for victim, result in zip(victims, results, strict=True):
-                if isinstance(result, BaseException):
-                    log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
-            for other in lower_nominated(pod, chosen.node, self.state):
-                self.state.nominate(other.uid, "")  # (at once, as upstream's API cacher)
-                await self._clear_nomination(other)
+            results = await asyncio.gather(*(self._delete(pod, v) for v in victims), return_exceptions=True)
         finally:
             self.running.discard(pod.uid)
+            evicted()
+        preempted = []
+        for victim, result in zip(victims, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
+            elif result:
+                log.info("pod preempted", preemptor=pod.key, victim=victim.key, node=chosen.node)
+                preempted.append(victim)
+        note = f"Preempted by pod {pod.uid} on node {chosen.node}"
+        await asyncio.gather(
+            *(self.recorder.pod_event(v, reason="Preempted", action="Preempting", note=note) for v in preempted)
+        )
+        for other in lower:
+            await self._clear_nomination(other)
 
-    async def _evict(self, preemptor: PodInfo, victim: PodInfo, node: str) -> None:
+    async def _delete(self, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """The DisruptionTarget condition, then a graceful delete; False when the victim was gone
+        already."""
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -95,15 +111,9 @@ class Preemptor:
         except ApiException as e:
             if e.status in (404, 409):  # gone already (or replaced): nothing to preempt
                 log.info("victim already gone", preemptor=preemptor.key, victim=victim.key)
-                return
+                return False
             raise
-        log.info("pod preempted", preemptor=preemptor.key, victim=victim.key, node=node)
-        await self.recorder.pod_event(
-            victim,
-            reason="Preempted",
-            action="Preempting",
-            note=f"Preempted by pod {preemptor.uid} on node {node}",
-        )
+        return True
 
     async def _clear_nomination(self, pod: PodInfo) -> None:
         try:

@@ -427,11 +427,9 @@ class Scheduler:
             self.state.nominate(pod.uid, "")
 
     async def _preempt(self, pod: PodInfo, chosen: Candidate) -> None:
-        """The evictions, then the pod back to the queue if it came by meanwhile (gated)."""
-        try:
-            await self.preemptor.actuate(pod, chosen)
-        finally:
-            self.queue.ungate(pod.uid)
+        """The evictions; once they have started, the pod back to the queue if it came by
+        meanwhile (gated)."""
+        await self.preemptor.actuate(pod, chosen, lambda: self.queue.ungate(pod.uid))
 
     async def _report_unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None = None) -> None:
         message = result.message

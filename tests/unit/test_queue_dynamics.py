@@ -171,42 +171,76 @@ def test_a_spec_update_while_in_flight_moves_the_pod_a_status_update_does_not() 
     assert sched.queue.next_ready(state.generation)[0] == info.uid
 
 
-async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_when_they_end() -> None:
+class _Api:
+    """The preemptor's API calls: the deletions answer at once; the Preempted events wait for
+    ``events_written`` (an API server slow to take them)."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.events_written = asyncio.Event()
+
+    async def patch(self, *_: Any, **__: Any) -> None:
+        return None
+
+    async def request(self, method: str, path: str, **_: Any) -> None:
+        self.deleted.append(path.rsplit("/", 1)[-1])
+
+    async def pod_event(self, *_: Any, **__: Any) -> None:
+        await self.events_written.wait()
+
+
+async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_once_they_have_started() -> None:
     """Scene 1 of the issue, at unit size: the victims' deletions are all seen while the
-    preemptor's evictions still run (their events posted, nominations cleared); it is popped then
-    and gated; when the evictions end it is back at once, no flush needed."""
+    preemptor's evictions still run (their Preempted events being written); it is popped then and
+    gated; it is back as soon as every deletion has started (upstream's IsPodRunningPreemption),
+    without waiting for the events, and no flush is needed."""
     clock = Clock()
     state = cluster({"n1": 0}, cpu="16")
     sched = _scheduler(state, clock)
+    api = _Api()
+    sched.preemptor.kube = sched.preemptor.recorder = api  # type: ignore[assignment]
     victims = [state.upsert_pod(pod(f"v{i}", requests={"cpu": "8"}, node_name="n1", priority=0)) for i in (0, 1)]
     hi = state.upsert_pod(pod("hi", requests={"cpu": "16"}, priority=100))
     sched.pod_changed(hi)
     assert sched.queue.next_ready(state.generation)[0] == hi.uid
-    evictions_end = asyncio.Event()
-
-    async def actuate(_pod: Any, _chosen: Any) -> None:
-        sched.preemptor.running.add(hi.uid)
-        try:
-            await evictions_end.wait()
-        finally:
-            sched.preemptor.running.discard(hi.uid)
-
-    sched.preemptor.actuate = actuate  # type: ignore[method-assign]
-    chosen = Candidate("n1", tuple(victims), 0)
-    sched.preemptor.running.add(hi.uid)
-    task = asyncio.ensure_future(sched._preempt(hi, chosen))
-    sched.queue.failed(hi.uid, state.generation, unschedulable=True)  # the preemption attempt
-    await asyncio.sleep(0)
-    for v in victims:  # the victims are deleted: the watch sees it while the evictions run
+    sched.preemptor.running.add(hi.uid)  # (as Scheduler._act, before the task starts)
+    assert sched.cycle(state.pods[hi.uid]) is None  # popped before the task started: gated
+    task = asyncio.ensure_future(sched._preempt(hi, Candidate("n1", tuple(victims), 0)))
+    for _ in range(20):  # (the deletions' tasks run; the events then wait)
+        await asyncio.sleep(0)
+    assert sorted(api.deleted) == ["v0", "v1"]
+    for v in victims:  # the watch sees them go while the events are being written
         state.remove_pod(v.uid)
-    clock.now += 2  # past its backoff
+    assert not task.done()
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid  # not waiting for the events
+    assert isinstance(schedule(state.pods[hi.uid], state, features=DEFAULT_FEATURES), Decision)
+    api.events_written.set()
+    await task
+
+
+async def test_a_preemptor_gated_at_the_last_moment_comes_back_when_its_evictions_end() -> None:
+    """The same without the early pop: gated just before the deletions end, back right after."""
+    clock = Clock()
+    state = cluster({"n1": 0}, cpu="16")
+    sched = _scheduler(state, clock)
+    api = _Api()
+    api.events_written.set()
+    sched.preemptor.kube = sched.preemptor.recorder = api  # type: ignore[assignment]
+    victims = [state.upsert_pod(pod(f"v{i}", requests={"cpu": "8"}, node_name="n1", priority=0)) for i in (0, 1)]
+    hi = state.upsert_pod(pod("hi", requests={"cpu": "16"}, priority=100))
+    sched.pod_changed(hi)
     assert sched.queue.next_ready(state.generation)[0] == hi.uid
-    assert sched.cycle(state.pods[hi.uid]) is None  # gated: its evictions run
-    assert sched.queue.next_ready(state.generation)[0] is None
-    evictions_end.set()
+    sched.preemptor.running.add(hi.uid)
+    task = asyncio.ensure_future(sched._preempt(hi, Candidate("n1", tuple(victims), 0)))
+    sched.queue.failed(hi.uid, state.generation, unschedulable=True)  # the preemption attempt
+    for v in victims:
+        state.remove_pod(v.uid)
+    clock.now += 2
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid
+    assert sched.cycle(state.pods[hi.uid]) is None  # its evictions have not run yet: gated
+    assert sched.queue.next_ready(state.generation + 1)[0] is None
     await task
     assert sched.queue.next_ready(state.generation)[0] == hi.uid
-    assert isinstance(schedule(state.pods[hi.uid], state, features=DEFAULT_FEATURES), Decision)
 
 
 # ---------------------------------------------------------------- nominations counted at once
