@@ -253,8 +253,10 @@ async def test_a_preemptor_is_bound_as_soon_as_its_victims_are_gone(
 # ------------------------------------------------------------------------ scene 2: no extra eviction
 
 
-def _deployment(name: str, replicas: int, scheduler: str, priority_class: str, fleet: str) -> JSON:
-    template = _body(name, {"cpu": "2"}, scheduler, priority_class, fleet)
+def _deployment(
+    name: str, replicas: int, resources: dict[str, str], scheduler: str, priority_class: str, fleet: str
+) -> JSON:
+    template = _body(name, resources, scheduler, priority_class, fleet)
     template["metadata"] = {"labels": {"app": name}}
     template["spec"]["restartPolicy"] = "Always"
     return {
@@ -277,15 +279,20 @@ async def scene_two(
     priorities: tuple[str, str],
     nodes: int = 4,
     slowed: FaultProxy | None = None,
+    devices: bool = False,
 ) -> JSON:
-    """``nodes`` nodes of 8 cpus, full with a Deployment's priority-0 replicas of cpu 2 (six more
-    replicas than fit: they keep retrying); then one high-priority pod of cpu 4 per node, all at
-    once, each needing the room of two replicas."""
+    """``nodes`` nodes of 8 cpus and 4 devices, full with a Deployment's priority-0 replicas of cpu
+    2 (``devices``: of one device; six more replicas than fit: they keep retrying); then one
+    high-priority pod of cpu 4 (two devices) per node, all at once, each needing the room of two
+    replicas."""
     low, high = priorities
-    _, objs = await _fleet(kube, prefix, nodes=nodes, cpu="8", devices=1)
+    _, objs = await _fleet(kube, prefix, nodes=nodes, cpu="8", devices=4)
     fits = 4 * nodes
+    ext = f"{prefix}.example.com/gpu"
+    replica, preemptor = ({ext: "1"}, {ext: "2"}) if devices else ({"cpu": "2"}, {"cpu": "4"})
     try:
-        await kube.create(DEPLOYMENTS, _deployment(f"{prefix}-fill", fits + 6, scheduler, low, prefix), namespace)
+        fill = _deployment(f"{prefix}-fill", fits + 6, replica, scheduler, low, prefix)
+        await kube.create(DEPLOYMENTS, fill, namespace)
 
         async def full() -> bool:
             pods = await kube.list(PODS, namespace)
@@ -293,7 +300,7 @@ async def scene_two(
 
         await eventually(full, timeout=90)
         await asyncio.sleep(1)  # (the six that do not fit have been tried and wait)
-        preemptors = [_body(f"{prefix}-hi{i}", {"cpu": "4"}, scheduler, high, prefix) for i in range(nodes)]
+        preemptors = [_body(f"{prefix}-hi{i}", preemptor, scheduler, high, prefix) for i in range(nodes)]
         slow = slowed.latency(0.5, match=status_writes) if slowed is not None else contextlib.nullcontext()
         with Watcher(kube, namespace) as seen, slow:
             made = await asyncio.gather(*(kube.create(PODS, p, namespace) for p in preemptors))
@@ -342,3 +349,22 @@ async def test_many_preemptors_over_full_nodes_evict_no_more_than_kube_scheduler
         for r in results:
             assert r["victims"] == 8, (scheduler, r)
             assert r["nodes_per_preemptor"] == [1, 1, 1, 1], (scheduler, r)
+
+
+async def test_many_preemptors_for_devices_evict_what_their_dry_runs_named_on_one_node(
+    dynamics: tuple[FaultProxy, Operator], kube: Kube, names: str, priorities: tuple[str, str]
+) -> None:
+    """The same with devices, where kube-scheduler 1.37 cannot preempt: the rule is at most the
+    victims each dry run named, on one node, per nomination (two per preemptor here)."""
+    proxy, _ = dynamics
+    runs = []
+    for i in range(2):
+        async with _in_namespace(kube, f"{names}-g{i}") as ns:
+            runs.append(
+                await scene_two(kube, ns, f"{names[:14]}-g{i}", SCHEDULER, priorities, slowed=proxy, devices=True)
+            )
+    figures = [(r["victims"], r["nodes_per_preemptor"]) for r in runs]
+    print(f"\nscene 2 with devices (victims, nodes per preemptor): {figures}")
+    for r in runs:
+        assert r["victims"] == 8, r
+        assert r["nodes_per_preemptor"] == [1, 1, 1, 1], r
