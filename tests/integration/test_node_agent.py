@@ -8,6 +8,11 @@ that is bound to a Node, so that the API server puts the node's name into the to
 ``authentication.kubernetes.io/node-name`` (checked with a SelfSubjectReview). It publishes its
 node's DevicePluginRecord, follows kubelet's changes, refreshes observedTime at its bound, and the
 admission policy refuses the same token any other node's record (403 with the policy's message).
+
+The policy fails closed (issue 38): it matches every ServiceAccount, so an overlay that renames the
+agent (``namePrefix: prod-``) keeps it; with the overlay's own grant of delete, the DELETE branch too;
+and kube-controller-manager's garbage collector, a ServiceAccount as well, still deletes a record
+with its Node.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +54,34 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 GPU = "example.com/gpu"
 
 
-def component_objects() -> list[dict[str, Any]]:
-    """The node-agent component's own objects, as kustomize renders manifests/ with it."""
+def component_objects(prefix: str = "", extra: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The node-agent component's own objects, as kustomize renders manifests/ with it. With a
+    ``prefix`` or ``extra`` objects: as an overlay of the base with the component renders them, with
+    ``namePrefix: <prefix>`` and ``extra`` among its resources (renamed with the rest)."""
     kubectl = ensure_binaries() / "kubectl"
-    base = {helmchart.key(o) for o in helmchart.rendered_base(kubectl)}
-    return [o for o in helmchart.rendered_node_agent(kubectl) if helmchart.key(o) not in base]
+    if not prefix and not extra:
+        base = {helmchart.key(o) for o in helmchart.rendered_base(kubectl)}
+        return [o for o in helmchart.rendered_node_agent(kubectl) if helmchart.key(o) not in base]
+
+    def overlay(into: Path, components: list[Path], objs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        into.mkdir()
+        resources = [os.path.relpath(manifests.MANIFESTS, into)]
+        if objs:
+            (into / "extra.yaml").write_text(yaml.safe_dump_all(objs))
+            resources.append("extra.yaml")
+        kustomization: dict[str, Any] = {
+            "resources": resources,
+            "components": [os.path.relpath(c, into) for c in components],
+        }
+        if prefix:
+            kustomization["namePrefix"] = prefix
+        (into / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        return helmchart.kustomize(kubectl, into)
+
+    with tempfile.TemporaryDirectory(prefix="draxr-overlay-") as tmp:
+        base = {helmchart.key(o) for o in overlay(Path(tmp) / "base", [], ())}
+        every = overlay(Path(tmp) / "with-agent", [helmchart.NODE_AGENT], extra)
+    return [o for o in every if helmchart.key(o) not in base]
 
 
 def _apply(cp: ControlPlane, objs: list[dict[str, Any]], *flags: str) -> None:
@@ -60,15 +89,16 @@ def _apply(cp: ControlPlane, objs: list[dict[str, Any]], *flags: str) -> None:
     assert out.returncode == 0, out.stderr
 
 
-def install_component(cp: ControlPlane) -> list[dict[str, Any]]:
-    """The CRD and the component's objects but its DaemonSet (applied by a server-side dry run only:
-    it passes validation and the namespace's Pod Security level, privileged for hostPath and uid 0,
-    without running on the kwok nodes of other tests). Returns what to delete afterwards."""
+def install_component(cp: ControlPlane, objs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The CRD and the component's objects (``objs``: as component_objects renders them, default
+    the component as shipped) but its DaemonSet (applied by a server-side dry run only: it passes
+    validation and the namespace's Pod Security level, privileged for hostPath and uid 0, without
+    running on the kwok nodes of other tests). Returns what to delete afterwards."""
     out = manifests.kubectl(cp, "apply", "-f", str(CRD))
     assert out.returncode == 0, out.stderr
     done = manifests.kubectl(cp, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     assert done.returncode == 0, done.stderr
-    objs = component_objects()
+    objs = component_objects() if objs is None else objs
     daemonset = [o for o in objs if o["kind"] == "DaemonSet"]
     assert len(daemonset) == 1
     rest = [o for o in objs if o["kind"] != "DaemonSet"]
@@ -85,7 +115,7 @@ def remove_component(cp: ControlPlane, objs: list[dict[str, Any]]) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # (per test: another test here installs the component renamed, alone)
 def component(control_plane: ControlPlane) -> Iterator[list[dict[str, Any]]]:
     objs = install_component(control_plane)
     yield objs
@@ -98,10 +128,13 @@ async def kubelet() -> AsyncIterator[FakeKubelet]:
         yield k
 
 
-async def pod_bound_token(kube: Kube, node: str, pod_name: str, spec: dict[str, Any] | None = None) -> str:
-    """What kubelet mounts into the DaemonSet's pod: a token of the agent's ServiceAccount bound to
-    a Pod on ``node`` (the API server adds the pod's node to it). ``spec``: the pod's own, else one
-    container that never runs (no kubelet behind kwok's nodes)."""
+async def pod_bound_token(
+    kube: Kube, node: str, pod_name: str, spec: dict[str, Any] | None = None, account: str = AGENT
+) -> str:
+    """What kubelet mounts into the DaemonSet's pod: a token of the agent's ServiceAccount
+    (``account``, in namespace draxr-node-agent) bound to a Pod on ``node`` (the API server adds the
+    pod's node to it). ``spec``: the pod's own, else one container that never runs (no kubelet
+    behind kwok's nodes)."""
     spec = spec or {"containers": [{"name": "node-agent", "image": "registry.invalid/draxr:1"}]}
     pod = await kube.create(
         PODS,
@@ -109,7 +142,7 @@ async def pod_bound_token(kube: Kube, node: str, pod_name: str, spec: dict[str, 
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": pod_name},
-            "spec": {**spec, "nodeName": node, "serviceAccountName": AGENT, "automountServiceAccountToken": False},
+            "spec": {**spec, "nodeName": node, "serviceAccountName": account, "automountServiceAccountToken": False},
         },
         AGENT,
     )
@@ -122,7 +155,7 @@ async def pod_bound_token(kube: Kube, node: str, pod_name: str, spec: dict[str, 
             "spec": {"expirationSeconds": 3600, "boundObjectRef": ref},
         },
         AGENT,
-        name=AGENT,
+        name=account,
         subresource="token",
     )
     return str(answer["status"]["token"])
@@ -298,3 +331,109 @@ async def test_agent_publishes_its_own_nodes_record_and_may_write_no_other(
         for node in (mine, other):
             await kube.delete_if_exists(RECORDS, node)
             await kube.delete_if_exists(NODES, node)
+
+
+# An overlay's grant of delete to the agent (the component's own ClusterRole has none): the policy's
+# DELETE branch is reached only through it. The subject is renamed with the ServiceAccount.
+DELETE_GRANT: list[dict[str, Any]] = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{AGENT}-delete"},
+        "rules": [{"apiGroups": ["draxr.io"], "resources": ["devicepluginrecords"], "verbs": ["delete"]}],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{AGENT}-delete"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{AGENT}-delete"},
+        "subjects": [{"kind": "ServiceAccount", "name": AGENT, "namespace": AGENT}],
+    },
+]
+
+
+async def _gone(kube: Kube, res: Resource, name: str) -> bool:
+    try:
+        await kube.get(res, name)
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False
+
+
+@pytest.mark.parametrize("prefix", ["", "prod-"])
+async def test_the_policy_follows_a_renamed_agent_and_refuses_another_nodes_record_on_every_write(
+    kube: Kube, control_plane: ControlPlane, names: str, prefix: str
+) -> None:
+    """The component through an overlay (``namePrefix: prefix``, plus a grant of delete), alone: a
+    pod-bound token of its ServiceAccount, whatever the name, creates, updates and deletes its own
+    node's record and no other's. Before issue 38 the policy matched ``*:draxr-node-agent`` only:
+    renamed ``prod-draxr-node-agent`` kept the grants and wrote any record."""
+    cp = control_plane
+    account = f"{prefix}{AGENT}"
+    objs = await asyncio.to_thread(component_objects, prefix, DELETE_GRANT)
+    # The overlay renamed what holds the grants (the namespace keeps its name: kustomize's namePrefix
+    # leaves Namespaces alone), and the bindings follow it.
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs if o["kind"] == "ServiceAccount"] == [
+        (AGENT, account)
+    ]
+    for binding in (o for o in objs if o["kind"] == "ClusterRoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": AGENT}], binding
+    installed = await asyncio.to_thread(install_component, cp, objs)
+    mine, other = f"{names}-a", f"{names}-b"
+    try:
+        await fakedriver.apply(kube, [fakedriver.node(mine), fakedriver.node(other)])
+        token = await pod_bound_token(kube, mine, f"{names}-agent", account=account)
+        user = await _user(cp, token)
+        assert user["username"] == f"system:serviceaccount:{AGENT}:{account}"
+        assert user["extra"][NODE_NAME_EXTRA] == [mine]
+        refusal = f"{user['username']} on node {mine} may write only the DevicePluginRecord {mine}, not {other}"
+
+        async with Kube.from_token(cp.api_url, token, cp.pki.ca_crt) as as_agent:
+
+            async def enforced() -> bool:
+                # The API server loads a new policy a moment after it is created: a dry run until refused.
+                try:
+                    await as_agent.request("POST", RECORDS.path(None), _record(other), query={"dryRun": "All"})
+                except ApiException as e:
+                    if e.status == 403:
+                        return True
+                    raise
+                return False
+
+            await eventually(enforced, timeout=30)
+            # CREATE: another node's record refused, its own allowed.
+            message = await _refused(as_agent.create(RECORDS, _record(other)))
+            assert refusal in message, message
+            await as_agent.create(RECORDS, _record(mine))
+            # UPDATE: the same.
+            own = await as_agent.get(RECORDS, mine)
+            await as_agent.replace(RECORDS, {**_record(mine), "metadata": own["metadata"]})
+            await kube.create(RECORDS, _record(other))  # an admin (not a ServiceAccount): not matched
+            theirs = await kube.get(RECORDS, other)
+            message = await _refused(as_agent.replace(RECORDS, {**_record(other), "metadata": theirs["metadata"]}))
+            assert refusal in message, message
+            # DELETE (oldObject's name): another node's record refused and still there, its own deleted.
+            message = await _refused(as_agent.delete(RECORDS, other))
+            assert refusal in message, message
+            assert (await kube.get(RECORDS, other))["metadata"]["uid"] == theirs["metadata"]["uid"]
+            await as_agent.delete(RECORDS, mine)
+            assert await _gone(kube, RECORDS, mine)
+
+        # kube-controller-manager's garbage collector (with --use-service-account-credentials, a
+        # ServiceAccount too, whose token names no node) still deletes a record with its Node.
+        node_uid = (await kube.get(NODES, other))["metadata"]["uid"]
+        owned = {
+            **theirs["metadata"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": other, "uid": node_uid}],
+        }
+        await kube.replace(RECORDS, {**_record(other), "metadata": owned})
+        await kube.delete(NODES, other)
+        await eventually(lambda: _gone(kube, RECORDS, other), timeout=120)
+    finally:
+        await kube.delete_if_exists(PODS, f"{names}-agent", AGENT)
+        for node in (mine, other):
+            await kube.delete_if_exists(RECORDS, node)
+            await kube.delete_if_exists(NODES, node)
+        await asyncio.to_thread(remove_component, cp, installed)
