@@ -160,8 +160,14 @@ class Http:
             out[f"{verb} {res}{'/' + sub if sub else ''}"] += int(float(value))
         return dict(out)
 
-    async def watch_pods(self, ns: str, on_event: Callable[[float, dict[str, Any]], None]) -> None:
-        """Streams the namespace's pod events until cancelled; reconnects from the last resourceVersion."""
+    async def watch_pods(
+        self,
+        ns: str,
+        on_event: Callable[[float, dict[str, Any]], None],
+        on_deleted: Callable[[float, dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Streams the namespace's pod events until cancelled; reconnects from the last resourceVersion.
+        ``on_event`` gets ADDED and MODIFIED, ``on_deleted`` (when given) DELETED."""
         rv = ""
         while True:
             params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "1800"}
@@ -183,6 +189,8 @@ class Http:
                             break
                         if event.get("type") in ("ADDED", "MODIFIED"):
                             on_event(now, obj)
+                        elif event.get("type") == "DELETED" and on_deleted is not None:
+                            on_deleted(now, obj)
             except (TimeoutError, aiohttp.ClientError) as e:
                 log(f"pod watch of {ns} interrupted ({e!r}); reconnecting")
                 await asyncio.sleep(0.5)
@@ -223,7 +231,12 @@ async def create_fleet(kube: Kube, nodes: int, devices: int, classes: int, ready
         devices_per_node=devices,
         classes={f"gpu-{i}": f"example.com/gpu-{i}" for i in range(classes)},
     )
-    objs = fleet.manifests()
+    await apply_fleet(kube, fleet.manifests(), nodes, ready_timeout)
+
+
+async def apply_fleet(kube: Kube, objs: list[dict[str, Any]], nodes: int, ready_timeout: float = 300) -> None:
+    """Create a fleet's objects (fakedriver manifests, perhaps edited) and wait for its ``nodes`` kwok
+    nodes to be Ready."""
     t0 = time.monotonic()
     await gather_bounded([fakedriver.apply(kube, [o]) for o in objs])
     log(f"created {fakedriver.summary(objs)} in {time.monotonic() - t0:.1f}s")
