@@ -224,6 +224,8 @@ def make_pod(w: _World, *, node: str = "") -> JSON:
             }
         ]
     if not node and r.random() < 0.1:
+        spec["schedulingGates"] = [{"name": "example.com/wait"}]  # (removed by an update_pod "ungate")
+    if not node and r.random() < 0.1:
         pvc = f"pvc-{name}"
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}]
         if r.random() < 0.5:
@@ -342,8 +344,10 @@ def _step(w: _World, kind: str, index: int) -> JSON | None:
         if not pending:
             return None
         pod = copy.deepcopy(r.choice(pending))
-        change = r.choice(("labels", "status", "toleration", "scale_down", "annotation"))
-        if change == "labels":
+        change = r.choice(("labels", "status", "toleration", "scale_down", "annotation", "ungate"))
+        if change == "ungate" and pod["spec"].get("schedulingGates"):
+            del pod["spec"]["schedulingGates"]
+        elif change == "labels" or change == "ungate":
             pod["metadata"]["labels"]["rev"] = str(w.rv)
         elif change == "annotation":
             pod["metadata"].setdefault("annotations", {})["note"] = str(w.rv)
