@@ -72,6 +72,7 @@ class Preemptor:
         for victim, result in zip(victims, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
+                self.state.mark_preempted((victim.uid,), preempted=False)
             elif result:
                 log.info("pod preempted", preemptor=pod.key, victim=victim.key, node=chosen.node)
                 preempted.append(victim)

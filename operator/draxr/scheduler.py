@@ -420,6 +420,7 @@ class Scheduler:
             # Counted on the node from now on, not when the status write comes back (upstream's
             # nominator): no pod of lower priority takes the room its victims free.
             self.state.nominate(pod.uid, chosen.node)
+            self.state.mark_preempted(v.uid for v in chosen.victims)
             self.preemptor.running.add(pod.uid)  # (before the task starts: no cycle in between)
             self._spawn(self._preempt(pod, chosen))
         elif outcome.clear_nomination:

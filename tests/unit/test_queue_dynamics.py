@@ -288,3 +288,39 @@ def test_a_nomination_is_cleared_at_once_and_gone_with_its_pod() -> None:
     state.remove_pod(hi.uid)
     state.upsert_pod(pod("hi", requests={"cpu": "6"}, priority=100, rv="3"))  # (a new pod, same uid)
     assert state.pods[hi.uid].nominated == ""
+
+
+def test_a_victim_counts_as_terminating_from_the_moment_it_is_chosen() -> None:
+    """The bench's multi-node preemptor: A evicted on node a and waits; B (same priority) then
+    chose two more victims on a, whose evictions are slow to reach the API server. A, tried
+    meanwhile, no longer fits on a (B's nomination counts there) and must wait for B's victims, not
+    preempt again elsewhere: they count as terminating by preemption from B's choice on."""
+    from draxr.core.preemption import TERMINATING, preempt
+
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(node(name, cpu="8"))
+    for i in range(6):
+        state.upsert_pod(pod(f"a{i}", requests={"cpu": "1"}, node_name="a", priority=0, phase="Running"))
+    for i in range(8):
+        state.upsert_pod(pod(f"b{i}", requests={"cpu": "1"}, node_name="b", priority=0, phase="Running"))
+    first = pod("first", requests={"cpu": "2"}, priority=100)
+    first["status"]["nominatedNodeName"] = "a"  # its victims are gone already
+    a = state.upsert_pod(first)
+    b = state.upsert_pod(pod("second", requests={"cpu": "2"}, priority=100))
+    state.nominate(b.uid, "a")
+    result = schedule(state.pods[a.uid], state, features=DEFAULT_FEATURES)
+    assert isinstance(result, Unschedulable)  # 6 cpus placed + 2 nominated for the second
+    before = preempt(state.pods[a.uid], state, result, features=DEFAULT_FEATURES)
+    assert before.chosen is not None  # (without the mark it would evict again)
+    state.mark_preempted(["uid-a4", "uid-a5"])
+    after = preempt(state.pods[a.uid], state, result, features=DEFAULT_FEATURES)
+    assert after.chosen is None
+    assert after.message == f"preemption: {TERMINATING}"
+    # The API shows the condition and the deletion: the API's from then on; a failed eviction unmarks.
+    state.mark_preempted(["uid-a5"], preempted=False)
+    assert not state.pods["uid-a5"].preempted
+    assert state.pods["uid-a4"].preempted
+    body = pod("a4", requests={"cpu": "1"}, node_name="a", priority=0, phase="Running", rv="9")
+    state.upsert_pod(body)  # a late event without either: still marked
+    assert state.pods["uid-a4"].preempted

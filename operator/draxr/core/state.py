@@ -605,6 +605,9 @@ class ClusterState:
         # kept while the API shows none, as upstream's nominator keeps a ModeOverride nomination
         # through updates without nominatedNodeName (updateNominatedPodUnlocked).
         self._nominations: dict[str, str] = {}
+        # Victims our preemption chose whose DisruptionTarget and deletion the API does not show
+        # yet: terminating by preemption from the choice on (preemption's eligibility reads it).
+        self._preempting: set[str] = set()
         # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
         self.reserved_claims: dict[str, set[str]] = {}
         self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets by (namespace, name)
@@ -716,6 +719,11 @@ class ClusterState:
                 del self._nominations[info.uid]  # the API says it now (or it is bound or going)
             else:
                 info = replace(info, nominated=self._nominations[info.uid])
+        if info.uid in self._preempting:
+            if info.preempted or info.terminal:
+                self._preempting.discard(info.uid)  # the API says it now (or it ended)
+            else:
+                info = replace(info, preempted=True)
         self._nominate(old, -1)
         self._nominate(info, +1)
         self._account(old, -1)
@@ -748,8 +756,25 @@ class ClusterState:
             self.pods[uid] = pod = replace(pod, nominated=node)
             self._nominate(pod, +1)
 
+    def mark_preempted(self, uids: Iterable[str], preempted: bool = True) -> None:
+        """Our preemption chose these victims (``preempted``; False: their eviction failed): they
+        count as terminating by preemption at once, not when the API shows their DisruptionTarget
+        and deletion (a preemptor nominated to their node waits for them instead of preempting
+        again elsewhere while the evictions are on their way)."""
+        for uid in uids:
+            pod = self.pods.get(uid)
+            if pod is None:
+                continue
+            if preempted and not pod.preempted:
+                self._preempting.add(uid)
+                self.pods[uid] = replace(pod, preempted=True)
+            elif not preempted and uid in self._preempting:
+                self._preempting.discard(uid)
+                self.pods[uid] = replace(pod, preempted=False)
+
     def remove_pod(self, uid: str) -> PodInfo | None:
         self._nominations.pop(uid, None)
+        self._preempting.discard(uid)
         info = self.pods.pop(uid, None)
         self._nominate(info, -1)
         self._account(info, -1)
