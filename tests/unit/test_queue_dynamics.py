@@ -324,3 +324,23 @@ def test_a_victim_counts_as_terminating_from_the_moment_it_is_chosen() -> None:
     body = pod("a4", requests={"cpu": "1"}, node_name="a", priority=0, phase="Running", rv="9")
     state.upsert_pod(body)  # a late event without either: still marked
     assert state.pods["uid-a4"].preempted
+
+
+def test_a_nominated_pod_whose_binding_is_in_flight_counts_once() -> None:
+    """Found by the bench at CI size: preemptor B, nominated to node a and assumed there (its
+    binding in flight), was counted as placed and as nominated; preemptor A, nominated to the same
+    node and waiting for its victims' claims, then found no room and evicted two more pods there."""
+    state = ClusterState()
+    state.upsert_node(node("a", cpu="8"))
+    for i in range(4):
+        state.upsert_pod(pod(f"low{i}", requests={"cpu": "1"}, node_name="a", priority=0, phase="Running"))
+    a = state.upsert_pod(pod("first", requests={"cpu": "2"}, priority=100))
+    b = state.upsert_pod(pod("second", requests={"cpu": "2"}, priority=100))
+    state.nominate(a.uid, "a")
+    state.nominate(b.uid, "a")
+    state.assume_pod(b.uid, "a")  # its binding is in flight
+    assert [p.name for p in state.nominated_pods("a")] == ["first"]
+    # 4 low + the second (placed) + the first = 8: the first fits.
+    assert isinstance(schedule(state.pods[a.uid], state, features=DEFAULT_FEATURES), Decision)
+    state.forget_pod(b.uid)  # the binding failed: nominated again, not placed
+    assert sorted(p.name for p in state.nominated_pods("a")) == ["first", "second"]

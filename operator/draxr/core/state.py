@@ -842,7 +842,12 @@ class ClusterState:
         return [self.pods[uid] for uid in self.placed.get(node, ())]
 
     def nominated_pods(self, node: str) -> list[PodInfo]:
-        return [self.pods[uid] for uid in self.nominated.get(node, ())]
+        """The pods nominated to ``node`` and not yet placed: a nominated pod assumed on a node
+        (its binding in flight) counts there as placed only, as upstream's assume drops it from
+        the nominator (DeleteNominatedPodIfExists); counted twice, it made room look short and its
+        node's other preemptors evict again."""
+        assumed = self.assumed_nodes
+        return [self.pods[uid] for uid in self.nominated.get(node, ()) if uid not in assumed]
 
     def _account(self, pod: PodInfo | None, sign: int) -> None:
         if pod is None:
