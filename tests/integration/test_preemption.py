@@ -49,10 +49,13 @@ async def priorities(kube: Kube, names: str) -> AsyncIterator[dict[int, str]]:
         await kube.delete_if_exists(PRIORITY_CLASSES, name)
 
 
-async def two_nodes(kube: Kube, prefix: str, cpu: str, devices: int) -> tuple[fakedriver.Fleet, list[JSON]]:
+async def tainted_fleet(
+    kube: Kube, prefix: str, cpu: str, devices: int, nodes: int = 2
+) -> tuple[fakedriver.Fleet, list[JSON]]:
+    """``nodes`` DRA nodes of ``cpu`` cpus and ``devices`` devices, tainted for the test's pods."""
     fleet = fakedriver.Fleet(
         prefix=prefix,
-        dra_nodes=2,
+        dra_nodes=nodes,
         devices_per_node=devices,
         driver=f"{prefix}.example.com",
         classes={f"{prefix}-gpu": f"{prefix}.example.com/gpu"},
@@ -92,7 +95,7 @@ async def running(kube: Kube, namespace: str, names: list[str]) -> bool:
 async def scenario_cpu(kube: Kube, namespace: str, prefix: str, scheduler: str, priorities: dict[int, str]) -> JSON:
     """Node -0 (64 cpus): 8 pods of cpu 8, four of priority 0 then four of 1; node -1: 8 of
     priority 5; then a pod of priority 100000 asking cpu 16 and one device. Returns what happened."""
-    fleet, objs = await two_nodes(kube, prefix, cpu="64", devices=4)
+    fleet, objs = await tainted_fleet(kube, prefix, cpu="64", devices=4)
     ext = f"{prefix}.example.com/gpu"
     try:
         n0, n1 = fleet.node_names()
@@ -180,7 +183,7 @@ async def test_cpu_preemption_evicts_the_same_victims_as_kube_scheduler(
 async def test_devices_are_preempted_and_held_for_the_preemptor(
     kube: Kube, operator: object, namespace: str, names: str, priorities: dict[int, str]
 ) -> None:
-    fleet, objs = await two_nodes(kube, names, cpu="64", devices=4)
+    fleet, objs = await tainted_fleet(kube, names, cpu="64", devices=4)
     ext = f"{names}.example.com/gpu"
     try:
         fill = []
@@ -246,7 +249,7 @@ async def test_devices_are_preempted_and_held_for_the_preemptor(
 async def test_preemption_policy_never_and_no_victims_say_so(
     kube: Kube, operator: object, namespace: str, names: str, priorities: dict[int, str]
 ) -> None:
-    fleet, objs = await two_nodes(kube, names, cpu="8", devices=1)
+    fleet, objs = await tainted_fleet(kube, names, cpu="8", devices=1)
     try:
         node = fleet.node_names()[0]
         await kube.create(PODS, body("big", {"cpu": "8"}, SCHEDULER, priorities[5], names, node), namespace)

@@ -40,11 +40,11 @@ from ..faultproxy import Call, FaultProxy, resource
 from . import manifests
 from .clusters import service_account_dir
 from .embedded import embedded_operator, fast_settings
-from .helpers import eventually, pod
+from .helpers import eventually
+from .test_preemption import body, tainted_fleet
 
 SCHEDULER = "draxr-dynamics"
 FLUSH = 600.0
-TAINT = "draxr.io/dynamics-test"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
 JSON = dict[str, Any]
@@ -95,33 +95,6 @@ async def priorities(kube: Kube, names: str) -> AsyncIterator[tuple[str, str]]:
     yield made[0], made[1]
     for name in made:
         await kube.delete_if_exists(PRIORITY_CLASSES, name)
-
-
-def _body(name: str, resources: dict[str, str], scheduler: str, priority_class: str, fleet: str) -> JSON:
-    p = pod(name, resources, scheduler=scheduler)
-    p["spec"]["priorityClassName"] = priority_class
-    p["spec"]["nodeSelector"] = {fakedriver.FLEET_LABEL: fleet}
-    p["spec"]["terminationGracePeriodSeconds"] = 0
-    p["spec"]["tolerations"] = [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]
-    return p
-
-
-async def _fleet(kube: Kube, prefix: str, nodes: int, cpu: str, devices: int) -> tuple[fakedriver.Fleet, list[JSON]]:
-    fleet = fakedriver.Fleet(
-        prefix=prefix,
-        dra_nodes=nodes,
-        devices_per_node=devices,
-        driver=f"{prefix}.example.com",
-        classes={f"{prefix}-gpu": f"{prefix}.example.com/gpu"},
-        node_taints=[{"key": TAINT, "value": prefix, "effect": "NoSchedule"}],
-    )
-    objs = fleet.manifests()
-    for o in objs:
-        if o["kind"] == "Node":
-            o["status"]["allocatable"]["cpu"] = o["status"]["capacity"]["cpu"] = cpu
-    await fakedriver.apply(kube, objs)
-    await fakedriver.wait_nodes_ready(kube, fleet.node_names())
-    return fleet, objs
 
 
 class Watcher:
@@ -185,10 +158,10 @@ async def scene_one(kube: Kube, namespace: str, prefix: str, scheduler: str, pri
     """Two nodes of 16 cpus, each full with two priority-0 pods of 8; one high-priority pod asking
     cpu 16 and one device."""
     low, high = priorities
-    _, objs = await _fleet(kube, prefix, nodes=2, cpu="16", devices=4)
+    _, objs = await tainted_fleet(kube, prefix, cpu="16", devices=4)
     ext = f"{prefix}.example.com/gpu"
     try:
-        fill = [_body(f"{prefix}-f{i}", {"cpu": "8"}, scheduler, low, prefix) for i in range(4)]
+        fill = [body(f"{prefix}-f{i}", {"cpu": "8"}, scheduler, low, prefix) for i in range(4)]
         for p in fill:
             await kube.create(PODS, p, namespace)
         fill_names = [p["metadata"]["name"] for p in fill]
@@ -200,7 +173,7 @@ async def scene_one(kube: Kube, namespace: str, prefix: str, scheduler: str, pri
         await eventually(all_bound, timeout=60)
         with Watcher(kube, namespace) as seen:
             hi = await kube.create(
-                PODS, _body(f"{prefix}-hi", {"cpu": "16", ext: "1"}, scheduler, high, prefix), namespace
+                PODS, body(f"{prefix}-hi", {"cpu": "16", ext: "1"}, scheduler, high, prefix), namespace
             )
             name = hi["metadata"]["name"]
             await eventually(lambda: seen.bound(name), timeout=90)
@@ -256,7 +229,7 @@ async def test_a_preemptor_is_bound_as_soon_as_its_victims_are_gone(
 def _deployment(
     name: str, replicas: int, resources: dict[str, str], scheduler: str, priority_class: str, fleet: str
 ) -> JSON:
-    template = _body(name, resources, scheduler, priority_class, fleet)
+    template = body(name, resources, scheduler, priority_class, fleet)
     template["metadata"] = {"labels": {"app": name}}
     template["spec"]["restartPolicy"] = "Always"
     return {
@@ -286,7 +259,7 @@ async def scene_two(
     high-priority pod of cpu 4 (two devices) per node, all at once, each needing the room of two
     replicas."""
     low, high = priorities
-    _, objs = await _fleet(kube, prefix, nodes=nodes, cpu="8", devices=4)
+    _, objs = await tainted_fleet(kube, prefix, cpu="8", devices=4, nodes=nodes)
     fits = 4 * nodes
     ext = f"{prefix}.example.com/gpu"
     replica, preemptor = ({ext: "1"}, {ext: "2"}) if devices else ({"cpu": "2"}, {"cpu": "4"})
@@ -300,7 +273,7 @@ async def scene_two(
 
         await eventually(full, timeout=90)
         await asyncio.sleep(1)  # (the six that do not fit have been tried and wait)
-        preemptors = [_body(f"{prefix}-hi{i}", preemptor, scheduler, high, prefix) for i in range(nodes)]
+        preemptors = [body(f"{prefix}-hi{i}", preemptor, scheduler, high, prefix) for i in range(nodes)]
         slow = slowed.latency(0.5, match=status_writes) if slowed is not None else contextlib.nullcontext()
         with Watcher(kube, namespace) as seen, slow:
             made = await asyncio.gather(*(kube.create(PODS, p, namespace) for p in preemptors))
