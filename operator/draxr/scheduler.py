@@ -204,7 +204,11 @@ class Scheduler:
         ]
         rebuilt = 0
         for pod in sorted(nominated, key=lambda p: (-p.priority, p.created, p.uid)):
-            found = rebuilt_hold(pod, self.state, self.features)
+            try:
+                found = rebuilt_hold(pod, self.state, self.features)
+            except Exception:  # a bug must not keep a new leader from leading: no hold, logged
+                log.exception("hold not rebuilt", pod=pod.key, node=pod.nominated)
+                continue
             if found is not None:
                 self.preemptor.hold(pod, found[0])
                 self.preemptor.releasing[pod.uid] = found[1]

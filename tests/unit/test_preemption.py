@@ -471,3 +471,27 @@ def test_no_hold_is_rebuilt_where_nothing_is_on_its_way_out() -> None:
     sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
     assert sched.rebuild_holds() == 0
     assert not s.tracker.is_assumed(held_claim_key("uid-hi"))
+
+
+def test_a_hold_that_cannot_be_rebuilt_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new leader's rebuild_holds runs before it schedules: a failure on one pod is logged and
+    skipped, never raised (the leader would exit and the next one fail the same way)."""
+    from draxr import scheduler as scheduler_module
+    from draxr.scheduler import Scheduler
+    from draxr.settings import Settings
+
+    s = cluster({"g": 2})
+    for name in ("a", "b"):
+        p = pod(name, gpus=1, priority=100)
+        p["status"]["nominatedNodeName"] = "g"
+        s.upsert_pod(p)
+    calls: list[str] = []
+
+    def broken(pod: PodInfo, *_: Any) -> None:
+        calls.append(pod.name)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(scheduler_module, "rebuilt_hold", broken)
+    sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
+    assert sched.rebuild_holds() == 0
+    assert calls == ["a", "b"]
