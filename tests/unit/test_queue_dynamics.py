@@ -20,7 +20,7 @@ from typing import Any
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.preemption import Candidate
-from draxr.core.state import ClusterState
+from draxr.core.state import ClusterState, PodInfo
 from draxr.queue import SchedulingQueue
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
@@ -189,11 +189,9 @@ class _Api:
         await self.events_written.wait()
 
 
-async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_once_they_have_started() -> None:
-    """Scene 1 of the issue, at unit size: the victims' deletions are all seen while the
-    preemptor's evictions still run (their Preempted events being written); it is popped then and
-    gated; it is back as soon as every deletion has started (upstream's IsPodRunningPreemption),
-    without waiting for the events, and no flush is needed."""
+def _preemption_scene() -> tuple[Clock, ClusterState, Scheduler, _Api, list[PodInfo], PodInfo]:
+    """Node n1 (16 cpus) full with two priority-0 pods of 8; a priority-100 pod of 16 popped, its
+    preemption chosen (``running``, as Scheduler._act sets it before the task starts)."""
     clock = Clock()
     state = cluster({"n1": 0}, cpu="16")
     sched = _scheduler(state, clock)
@@ -203,7 +201,16 @@ async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_once_they
     hi = state.upsert_pod(pod("hi", requests={"cpu": "16"}, priority=100))
     sched.pod_changed(hi)
     assert sched.queue.next_ready(state.generation)[0] == hi.uid
-    sched.preemptor.running.add(hi.uid)  # (as Scheduler._act, before the task starts)
+    sched.preemptor.running.add(hi.uid)
+    return clock, state, sched, api, victims, hi
+
+
+async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_once_they_have_started() -> None:
+    """Scene 1 of the issue, at unit size: the victims' deletions are all seen while the
+    preemptor's evictions still run (their Preempted events being written); it is popped then and
+    gated; it is back as soon as every deletion has started (upstream's IsPodRunningPreemption),
+    without waiting for the events, and no flush is needed."""
+    _, state, sched, api, victims, hi = _preemption_scene()
     assert sched.cycle(state.pods[hi.uid]) is None  # popped before the task started: gated
     task = asyncio.ensure_future(sched._preempt(hi, Candidate("n1", tuple(victims), 0)))
     for _ in range(20):  # (the deletions' tasks run; the events then wait)
@@ -220,17 +227,8 @@ async def test_a_preemptor_popped_while_its_evictions_run_is_scheduled_once_they
 
 async def test_a_preemptor_gated_at_the_last_moment_comes_back_when_its_evictions_end() -> None:
     """The same without the early pop: gated just before the deletions end, back right after."""
-    clock = Clock()
-    state = cluster({"n1": 0}, cpu="16")
-    sched = _scheduler(state, clock)
-    api = _Api()
+    clock, state, sched, api, victims, hi = _preemption_scene()
     api.events_written.set()
-    sched.preemptor.kube = sched.preemptor.recorder = api  # type: ignore[assignment]
-    victims = [state.upsert_pod(pod(f"v{i}", requests={"cpu": "8"}, node_name="n1", priority=0)) for i in (0, 1)]
-    hi = state.upsert_pod(pod("hi", requests={"cpu": "16"}, priority=100))
-    sched.pod_changed(hi)
-    assert sched.queue.next_ready(state.generation)[0] == hi.uid
-    sched.preemptor.running.add(hi.uid)
     task = asyncio.ensure_future(sched._preempt(hi, Candidate("n1", tuple(victims), 0)))
     sched.queue.failed(hi.uid, state.generation, unschedulable=True)  # the preemption attempt
     for v in victims:
