@@ -113,7 +113,8 @@ def test_a_probe_bound_within_the_grace_is_no_violation(clock: Clock) -> None:
     rec = chaos.FaultRecord("stall", started=clock.now - 5, ended=clock.now)
     asyncio.run(c.probe(rec))
     assert obs.violations["probe"] == 0, obs.details
-    assert rec.recovery_s is not None and 12.0 <= rec.recovery_s <= 13.0
+    assert rec.recovery_s is not None
+    assert 12.0 <= rec.recovery_s <= 13.0
     assert api.deleted == ["probe-001"]
 
 
