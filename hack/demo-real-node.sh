@@ -15,6 +15,9 @@ export KUBECONFIG="$DEV/admin.kubeconfig"
 echo
 echo "\$ kubectl get nodes,resourceslices,deviceclasses"
 "$BIN/kubectl" get nodes,resourceslices,deviceclasses -o wide
+echo
+echo "\$ kubectl apply -k crds/   # ExtendedResourceMappings and DevicePluginRecords (the node agent's), as the other demo"
+"$BIN/kubectl" apply -k crds/
 .venv/bin/draxr run --kubeconfig "$KUBECONFIG" --bind-address 127.0.0.1 --metrics-port 18080 --health-port 18081 \
   > "$DEV/draxr.log" 2>&1 &
 echo $! > "$DEV/draxr.pid"

@@ -30,7 +30,7 @@ from draxr.migrator import Migrator
 from draxr.scheduler import Scheduler
 from draxr.settings import Settings
 from draxr.takeover import catch_up
-from draxr.watch import Informer
+from draxr.watch import Informer, Phase
 from draxr.webhook import WebhookServer
 from draxr.webhook_proc import WebhookProcess
 from draxr.webhook_tls import CertKeeper
@@ -98,6 +98,8 @@ class Operator:  # implements handlers.Sink
             )
             for t in targets(self)
         ]
+        records = next(i for i in self.informers if i.name == "devicepluginrecords")
+        self.migrator.records_served = lambda: records.phase != Phase.ABSENT
         self.health = Health(
             self.informers,
             watch_deadline=settings.watch_deadline_seconds,

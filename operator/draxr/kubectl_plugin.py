@@ -162,13 +162,15 @@ async def _migration(args: argparse.Namespace, kube: Kube) -> str:
     from draxr.snapshot import load_state
 
     state = await load_state(kube)
+    installed = True
     try:
         for record in await kube.list(RECORDS):
             state.upsert_record(record)
     except ApiException as e:
         if e.status != 404:  # 404: the CRD is not installed (no node agent)
             raise
-    reports = [r for r in report(state, time.time()) if args.node in (None, r.node)]
+        installed = False
+    reports = [r for r in report(state, time.time(), records_installed=installed) if args.node in (None, r.node)]
     if args.output in ("json", "yaml"):
         return _dump([r.as_dict() for r in reports], args.output)
     if not reports:

@@ -38,17 +38,41 @@ class Kind(enum.StrEnum):
     FORBIDDEN = "forbidden"  # 401/403: RBAC or a token being rotated; heals when the admin fixes it
     CLIENT = "client"  # another 4xx: our request is wrong
     BAD_INPUT = "bad-input"  # another's object we cannot read (a corrupt Secret): heals when it is fixed
+    NOT_INSTALLED = "not-installed"  # a kind the server does not serve (a CRD not installed yet)
     BUG = "bug"  # anything else
 
 
 TRANSIENT = frozenset(
-    {Kind.CONFLICT, Kind.THROTTLED, Kind.SERVER, Kind.TIMEOUT, Kind.CONNECTION, Kind.FORBIDDEN, Kind.BAD_INPUT}
+    {
+        Kind.CONFLICT,
+        Kind.THROTTLED,
+        Kind.SERVER,
+        Kind.TIMEOUT,
+        Kind.CONNECTION,
+        Kind.FORBIDDEN,
+        Kind.BAD_INPUT,
+        Kind.NOT_INSTALLED,
+    }
 )
+
+
+class NotInstalled(RuntimeError):
+    """The server does not serve a kind we must write (its CRD is not installed): says which and how
+    to install it; heals when the admin installs it, so it is retried, never fatal."""
+
+
+class Refused(RuntimeError):
+    """A write refused (401/403: RBAC, an admission policy, a token): says what is needed; heals when
+    the admin fixes it."""
 
 
 def classify(e: BaseException) -> Kind:
     if isinstance(e, TooManyConflicts):
         return Kind.CONFLICT
+    if isinstance(e, NotInstalled):
+        return Kind.NOT_INSTALLED
+    if isinstance(e, Refused):
+        return Kind.FORBIDDEN
     if isinstance(e, ApiException):
         status = int(e.status or 0)
         if status == 409:

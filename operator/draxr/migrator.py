@@ -44,6 +44,11 @@ from draxr.loops import GuardedLoop
 log = logs.get("draxr.migrator")
 
 RECORDS = Resource(GROUP, "v1alpha1", RECORD_PLURAL, False)
+RECORD_CRD_MISSING = (
+    f"the DevicePluginRecord CRD ({RECORD_PLURAL}.{GROUP}) is not installed: no node agent can write a record, "
+    "so no device-plugin pod is adopted; install it with `kubectl apply -k crds/` (or the Helm chart) and the "
+    "node agent"
+)
 
 
 class Inputs:
@@ -175,9 +180,12 @@ class NodeReport:
         }
 
 
-def report(state: ClusterState, now: float, features: Features = DEFAULT_FEATURES) -> list[NodeReport]:
+def report(
+    state: ClusterState, now: float, features: Features = DEFAULT_FEATURES, *, records_installed: bool = True
+) -> list[NodeReport]:
     """Per node with device-plugin pods holding a resource whose class declares an identity, or
-    with a record or adoption claims: what holds which devices and whether the node is safe."""
+    with a record or adoption claims: what holds which devices and whether the node is safe.
+    ``records_installed``: the DevicePluginRecord CRD is served (else a missing record says why)."""
     ids = state.identities()
     adopted_by: dict[str, str] = {}
     for claims in state.adoption_claims().values():
@@ -198,7 +206,7 @@ def report(state: ClusterState, now: float, features: Features = DEFAULT_FEATURE
     for node in sorted(set(held) | set(per_node)):
         record = state.device_plugin_records.get(node)
         if record is None:
-            seen = "missing"
+            seen = "missing" if records_installed else f"missing: {RECORD_CRD_MISSING}"
         elif isinstance(record, str):
             seen = f"unreadable: {record}"
         else:
@@ -230,6 +238,8 @@ class Migrator:
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_unmatched_change: Callable[[], None] | None = None  # (the mapping CRs' status)
         self._memo: Memo = {}  # (plans: settled nodes are not planned again)
+        self.records_served: Callable[[], bool] = lambda: True  # (the records informer: not ABSENT)
+        self._said_missing = False  # RECORD_CRD_MISSING logged since the CRD was last seen served
 
     def unmatched(self, resource: str) -> list[str]:
         """The unmatched IDs of ``resource`` as the last pass found them, described."""
@@ -255,6 +265,7 @@ class Migrator:
     async def pass_once(self) -> Plan:
         """One pass over every node, deletions first, at most ``writers`` writes in flight;
         returns what was done, summed."""
+        self._check_records_crd()
         planned = list(plans(self.state, self.clock(), self.features, self._memo).values())
         done = Plan()
         gate = asyncio.Semaphore(self.writers)
@@ -274,6 +285,14 @@ class Migrator:
         await self._announce(done.unmatched)
         self._publish(done.unmatched)
         return done
+
+    def _check_records_crd(self) -> None:
+        """A DeviceClass declares an identity but the records' CRD is not installed: said once, plainly."""
+        if self.records_served():
+            self._said_missing = False
+        elif self.state.identities() and not self._said_missing:
+            self._said_missing = True
+            log.error(RECORD_CRD_MISSING, classes=sorted({cls for _, cls in self.state.identities().values()}))
 
     def pod_ended(self, uid: str) -> None:
         """A pod with adoption claims finished or went: its claims go now, not after the pass in

@@ -3,8 +3,8 @@
 Issue 27, step 1 (moving a node from a device plugin to a DRA driver without draining it): running
 pods keep the devices a device plugin gave them, and only kubelet knows which. The agent (a
 DaemonSet, manifests/components/node-agent) asks kubelet's pod-resources API (v1 ``List`` on the unix
-socket /var/lib/kubelet/pod-resources/kubelet.sock, gRPC ``v1.PodResourcesLister``; stubs generated
-at build time, ``draxr.podresources``) every ``--poll-seconds`` and writes the DevicePluginRecord named
+socket /var/lib/kubelet/pod-resources/kubelet.sock, gRPC ``v1.PodResourcesLister``; generated stubs
+in git, ``draxr.podresources``) every ``--poll-seconds`` and writes the DevicePluginRecord named
 after its node (crds/devicepluginrecords.draxr.io.yaml) when what it read changed, and at least every
 ``--refresh-seconds`` (``spec.observedTime``), so that the leader can tell a live record from a stale
 one (older than 3 x refreshSeconds: unknown).
@@ -14,9 +14,12 @@ component's ValidatingAdmissionPolicy lets its ServiceAccount write only the rec
 node its pod-bound token carries (``authentication.kubernetes.io/node-name``).
 
 Failure policy: one ``GuardedLoop`` (transient errors, kubelet unreachable included, retried with
-backoff; a non-transient error five times in a row ends the process non-zero). While it cannot read
-kubelet it does not refresh the record (the record goes stale: unknown, which is the truth), and
-/healthz fails once nothing was written for 2 x refreshSeconds, so kubelet restarts it.
+backoff; a non-transient error five times in a row ends the process non-zero). The record's CRD not
+installed (404) and a refused write (403: RBAC, the admission policy) are retried too, never fatal:
+they heal when the admin installs the CRD or fixes the grant, and the log and /healthz say which
+CRD or which permission, and how to fix it. While it cannot read kubelet or write the record it
+does not refresh it (the record goes stale: unknown, which is the truth), and /healthz fails once
+nothing was written for 2 x refreshSeconds, so kubelet restarts it.
 """
 
 from __future__ import annotations
@@ -38,14 +41,20 @@ from aiohttp import web
 from kubernetes_asyncio import client, config
 
 from draxr import __version__, logs
-from draxr.kube import JSON, ApiException, Kube, Resource
-from draxr.loops import GuardedLoop, LoopFailed, retry_conflicts, sleeper
+from draxr.kube import JSON, ApiException, Kube, Resource, api_message
+from draxr.loops import GuardedLoop, LoopFailed, NotInstalled, Refused, retry_conflicts, sleeper
 
 log = logs.get("draxr.node_agent")
 
 RECORDS = Resource("draxr.io", "v1alpha1", "devicepluginrecords", False)
 API_VERSION = "draxr.io/v1alpha1"
 KIND = "DevicePluginRecord"
+CRD_NAME = "devicepluginrecords.draxr.io"
+NOT_INSTALLED = (
+    f"the CustomResourceDefinition {CRD_NAME} is not installed (the API server answers 404 for "
+    f"{API_VERSION} devicepluginrecords): install it with `kubectl apply -k crds/` from the draxr "
+    "repository (or the Helm chart, whose crds/ has it); retrying until it is there"
+)
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 # kubelet's own pod-resources client allows 16 MiB answers (podresources.DefaultMaxMsgSize).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -232,6 +241,8 @@ class NodeAgent:
     writes: int = 0
     resource_version: str | None = None
     started: float = 0.0
+    last_error: str = ""  # why the last write failed ("" after a write): /healthz says it
+    records: Resource = RECORDS  # (tests: a group no CRD serves)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -246,7 +257,11 @@ class NodeAgent:
         pods = pods_from(await self.read(), self.only)
         if self.due(pods):
             changed = pods != self.written_pods
-            await self.write(pods)
+            try:
+                await self.write(pods)
+            except (NotInstalled, Refused) as e:
+                self.last_error = str(e)
+                raise
             if changed:
                 log.info("record written", node=self.node, pods=len(pods), devices=device_count(pods))
 
@@ -254,21 +269,44 @@ class NodeAgent:
         """Create or update the record (optimistic concurrency: the resourceVersion this agent last
         saw; on a conflict it reads the record again and retries)."""
         body = record(self.node, pods, self.now(), self.refresh_seconds, self.node_uid)
+        body["apiVersion"] = f"{self.records.group}/{self.records.version}"
 
         async def put(rv: str) -> JSON:
             if rv:
                 try:
                     meta = {**body["metadata"], "resourceVersion": rv}
-                    return await self.kube.replace(RECORDS, {**body, "metadata": meta})
+                    return await self.kube.replace(self.records, {**body, "metadata": meta})
                 except ApiException as e:
                     if e.status != 404:  # (deleted meanwhile: create it again)
                         raise
             # None exists: create (a 409 AlreadyExists, one created meanwhile, reads it and updates).
-            return await self.kube.create(RECORDS, body)
+            try:
+                return await self.kube.create(self.records, body)
+            except ApiException as e:
+                if e.status == 404:  # (a POST to the collection: the kind is not served)
+                    raise NotInstalled(f"DevicePluginRecord {self.node} not written: {NOT_INSTALLED}") from e
+                raise
 
+        try:
+            await self._put(put)
+        except ApiException as e:
+            if e.status in (401, 403):  # RBAC, the component's admission policy, a token
+                raise Refused(
+                    f"DevicePluginRecord {self.node} not written: refused ({e.status}: {api_message(e)}): the "
+                    f"agent's ServiceAccount needs get, create and update of {CRD_NAME} "
+                    "(manifests/components/node-agent, or the chart's nodeAgent.enabled=true) and may write "
+                    "only the record of the node its pod-bound token names; retrying"
+                ) from e
+            raise
+        self.last_error = ""
+        self.written_pods = pods
+        self.last_write = self.clock()
+        self.writes += 1
+
+    async def _put(self, put: Callable[[str], Awaitable[JSON]]) -> None:
         async def current() -> str:
             try:
-                got = await self.kube.get(RECORDS, self.node)
+                got = await self.kube.get(self.records, self.node)
             except ApiException as e:
                 if e.status == 404:
                     return ""
@@ -278,16 +316,14 @@ class NodeAgent:
         rv = self.resource_version if self.resource_version is not None else await current()
         answer = await retry_conflicts(rv, put, current, what=f"DevicePluginRecord {self.node}")
         self.resource_version = str((answer or {}).get("metadata", {}).get("resourceVersion") or "") or None
-        self.written_pods = pods
-        self.last_write = self.clock()
-        self.writes += 1
 
     def problems(self) -> list[str]:
         since = self.last_write if self.last_write is not None else self.started
         idle = self.clock() - since
         if idle > UNHEALTHY_FACTOR * self.refresh_seconds:
             what = "no DevicePluginRecord written" if self.last_write is None else "record not refreshed"
-            return [f"{what} for {idle:.0f}s (bound {UNHEALTHY_FACTOR} x {self.refresh_seconds}s)"]
+            why = f": {self.last_error}" if self.last_error else ""
+            return [f"{what} for {idle:.0f}s (bound {UNHEALTHY_FACTOR} x {self.refresh_seconds}s){why}"]
         return []
 
     async def run(self) -> None:

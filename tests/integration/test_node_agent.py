@@ -18,6 +18,7 @@ with its Node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -34,6 +35,7 @@ import yaml
 
 from draxr.kube import NODES, PODS, SERVICE_ACCOUNTS, ApiException, Kube, Resource, api_message
 from draxr.node_agent import RECORDS
+from draxr.podresources import api_pb2
 from draxr_dev import helmchart
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
@@ -437,3 +439,78 @@ async def test_the_policy_follows_a_renamed_agent_and_refuses_another_nodes_reco
             await kube.delete_if_exists(RECORDS, node)
             await kube.delete_if_exists(NODES, node)
         await asyncio.to_thread(remove_component, cp, installed)
+
+
+async def test_without_its_crd_the_agent_names_it_and_keeps_trying_until_it_is_installed(
+    kube: Kube, control_plane: ControlPlane, names: str
+) -> None:
+    """The record's CRD not installed (the real-node demo of issue 39: "404 page not found", and the
+    agent exited "for good"): the agent names the CRD and how to install it, in its log and on
+    /healthz, and keeps trying; once the CRD is there its record is written. A group of the test's
+    own stands for draxr.io, which other tests install and need."""
+    from draxr.loops import Kind
+    from draxr.node_agent import CRD_NAME as RECORD_CRD
+    from draxr.node_agent import NodeAgent
+
+    group = f"{names}.draxr.test"
+    records = Resource(group, "v1alpha1", "devicepluginrecords", False)
+
+    async def read() -> Any:
+        held = pod_resources("team", "train-0", {"main": [(GPU, ["g0"])]})
+        return api_pb2.ListPodResourcesResponse(pod_resources=[held])
+
+    node = f"{names}-n"
+    agent = NodeAgent(kube, read, node, refresh_seconds=1, poll_seconds=0.05, records=records)
+    agent.loop.backoff.initial = agent.loop.backoff.maximum = 0.05
+    kinds: list[Kind] = []
+    failed = agent.loop.failed
+
+    def counted(e: BaseException, **context: object) -> float:
+        from draxr.loops import classify
+
+        kinds.append(classify(e))
+        return failed(e, **context)
+
+    agent.loop.failed = counted  # type: ignore[method-assign]
+    crd = yaml.safe_load(CRD.read_text())
+    crd["metadata"]["name"] = f"devicepluginrecords.{group}"
+    crd["spec"]["group"] = group
+    run = asyncio.create_task(agent.run())
+    try:
+        # More failures than a loop survives of an error that does not heal: still running.
+        async def failing() -> bool:
+            return len(kinds) > 2 * agent.loop.escalate_after
+
+        async def unhealthy() -> list[str]:
+            return agent.problems()
+
+        await eventually(failing, timeout=60)
+        assert not run.done()
+        assert set(kinds) == {Kind.NOT_INSTALLED}
+        assert agent.writes == 0
+        assert RECORD_CRD in agent.last_error
+        assert "kubectl apply -k crds/" in agent.last_error
+        problems = await eventually(unhealthy, timeout=30)  # (nothing written for 2 x 1 s)
+        assert RECORD_CRD in problems[0], problems
+
+        _apply(control_plane, [crd])
+
+        async def written() -> bool:
+            assert not run.done()
+            try:
+                got = await kube.get(records, node)
+            except ApiException as e:
+                if e.status == 404:
+                    return False
+                raise
+            return bool(got["spec"]["deviceCount"] == 1)
+
+        await eventually(written, timeout=60)
+        assert agent.last_error == ""
+        assert agent.problems() == []
+    finally:
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+        out = manifests.kubectl(control_plane, "delete", "--ignore-not-found", "crd", crd["metadata"]["name"])
+        assert out.returncode == 0, out.stderr

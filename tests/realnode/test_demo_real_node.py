@@ -43,6 +43,8 @@ def test_the_real_node_demo_runs_as_the_page_says() -> None:
         mappings = {m["containerName"]: m["requestName"] for m in json.loads(status)["requestMappings"]}
         assert mappings == {"init": "container-1-request-0", "a": "container-1-request-0", "b": "container-2-request-0"}
         assert "# phase: Succeeded" in out, out[-3000:]
+        # The CRDs, as the other demo: the node agent's records and mappings can be written (issue 39).
+        assert "customresourcedefinition.apiextensions.k8s.io/devicepluginrecords.draxr.io" in out, out[:3000]
         a_devices = [line for line in out.splitlines() if line.startswith("DRAXR_DEVICES_CONTAINER_1_REQUEST_0=")]
         b_devices = [line for line in out.splitlines() if line.startswith("DRAXR_DEVICES_CONTAINER_2_REQUEST_0=")]
         assert len(a_devices) == 2, out[-3000:]  # printed by init and by a: the same two devices

@@ -325,3 +325,14 @@ def test_a_running_pods_claim_stays_while_its_ids_match_no_device_for_a_while() 
     assert still.delete == []
     ended = plan(empty, {}, IDS, {CLASS: []}, {kept.key: kept}, holds=lambda uid: False)
     assert ended.delete == [kept.key]
+
+
+def test_a_missing_record_says_so_and_names_the_crd_when_it_is_not_installed() -> None:
+    from draxr.migrator import report
+
+    state = _migrating()
+    [installed] = report(state, 0.0)
+    assert (installed.record, installed.safe) == ("missing", False)
+    [absent] = report(state, 0.0, records_installed=False)
+    assert absent.record.startswith("missing: the DevicePluginRecord CRD (devicepluginrecords.draxr.io) is not")
+    assert "kubectl apply -k crds/" in absent.record
