@@ -9,11 +9,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY hack/constraints.txt hack/constraints.txt
 COPY operator operator
-# kubelet's pod-resources gRPC stubs (draxr.podresources): generated here from the k8s.io/kubelet
-# module's api.proto (Go module proxy) by grpcio-tools, which stays in this stage.
-RUN pip install --no-cache-dir -c hack/constraints.txt grpcio-tools \
- && python operator/draxr_dev/podresources_stubs.py --force \
- && pip wheel --no-cache-dir --wheel-dir /wheels -c hack/constraints.txt .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c hack/constraints.txt .
 
 FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

@@ -19,6 +19,3 @@ fi
 # draxr_dev (dev cluster, case generators) is not part of the wheel; the venv finds it in operator/.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$PWD/operator" > "$site/draxr-dev.pth"
-# kubelet's pod-resources gRPC stubs (draxr.podresources, .gitignored): generated from the
-# k8s.io/kubelet module's api.proto (Go module proxy) with grpcio-tools; a no-op once fresh.
-.venv/bin/python operator/draxr_dev/podresources_stubs.py

@@ -7,15 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
-# clone starts at once. Anything that is not a path under tests/unit or tests/monitoring (which needs
-# promtool only) counts as needing the control plane (another path, -k, a node id elsewhere); no
-# argument at all means the whole suite.
+# clone starts at once. Anything that is not a path under tests/unit, tests/packaging (a wheel of a
+# fresh clone in a clean venv) or tests/monitoring (which needs promtool only) counts as needing the
+# control plane (another path, -k, a node id elsewhere); no argument at all means the whole suite.
 needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_promtool=1 needs_image=1
 if [ $# -gt 0 ]; then
   needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_promtool=0 needs_image=0
   for arg in "$@"; do
     case "$arg" in
-      -*|tests/unit|tests/unit/*|tests/monitoring|tests/monitoring/*) ;;
+      -*|tests/unit|tests/unit/*|tests/packaging|tests/packaging/*|tests/monitoring|tests/monitoring/*) ;;
       *) needs_cp=1 ;;
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac

@@ -1,17 +1,18 @@
 """Generates the Python gRPC stubs of kubelet's pod-resources API (``draxr.podresources``) from the
-``k8s.io/kubelet`` module's own ``api.proto``, fetched from the Go module proxy at build time: no
-hand-copied proto and no generated file in git (they are .gitignored).
+``k8s.io/kubelet`` module's own ``api.proto``, fetched from the Go module proxy: no hand-copied proto.
+The generated files are in git, so that a wheel built from a clean clone (``pip wheel .``) has them;
+``tests/unit/test_node_agent.py`` checks that a regeneration gives the same bytes.
 
-    python operator/draxr_dev/podresources_stubs.py [--force]   (hack/setup.sh, the Dockerfile's build stage)
+    python operator/draxr_dev/podresources_stubs.py           (after changing VERSION or grpcio-tools' pin)
+    python operator/draxr_dev/podresources_stubs.py --check   (exit 1 when the files in git are not fresh)
 
 Steps: the module zip ``k8s.io/kubelet@v0.37.2`` from ``$GOPROXY`` (its first http(s) entry, else
 https://proxy.golang.org), cached under ``~/.cache/draxr/proto/``; its
 ``pkg/apis/podresources/v1/api.proto`` checked against the sha256 pinned here; then grpcio-tools'
-protoc (a build-time dependency: the dev extra, and the image's build stage only) writes
-``api_pb2.py``, ``api_pb2.pyi`` and ``api_pb2_grpc.py`` into ``operator/draxr/podresources/``. A stamp
-(module version, proto digest, grpcio-tools version) makes a second run a no-op.
+protoc (a dev dependency, pinned in hack/constraints.txt: its version is written into the stubs) writes
+``api_pb2.py``, ``api_pb2.pyi`` and ``api_pb2_grpc.py`` into ``operator/draxr/podresources/``.
 
-Standard library and grpc_tools only: the Dockerfile runs it before anything of draxr is installed.
+Standard library and grpc_tools only.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ PACKAGE = ("draxr", "podresources")  # the proto is compiled as draxr/podresourc
 OUT_ROOT = Path(__file__).resolve().parents[1]  # operator/
 OUT_DIR = OUT_ROOT.joinpath(*PACKAGE)
 GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
-STAMP = ".generated"
 
 
 def _log(msg: str) -> None:
@@ -79,26 +79,9 @@ def fetch_proto() -> bytes:
     return proto
 
 
-def _tools_version() -> str:
-    from importlib.metadata import version
-
-    return version("grpcio-tools")
-
-
-def stamp() -> str:
-    return f"{MODULE}@{VERSION} {PROTO} sha256:{PROTO_SHA256} grpcio-tools {_tools_version()}\n"
-
-
-def fresh(out_dir: Path = OUT_DIR) -> bool:
-    marker = out_dir / STAMP
-    return marker.is_file() and marker.read_text() == stamp() and all((out_dir / name).is_file() for name in GENERATED)
-
-
-def generate(out_dir: Path = OUT_DIR, force: bool = False) -> bool:
-    """Writes the stubs unless they are fresh; True when it wrote them."""
-    if not force and fresh(out_dir):
-        return False
-    from grpc_tools import protoc  # build-time only: the dev extra, the image's build stage
+def generate(out_dir: Path = OUT_DIR) -> None:
+    """Writes the stubs into ``out_dir``."""
+    from grpc_tools import protoc  # a dev dependency only
 
     proto = fetch_proto()
     with tempfile.TemporaryDirectory(prefix="draxr-proto-") as tmp:
@@ -124,17 +107,32 @@ def generate(out_dir: Path = OUT_DIR, force: bool = False) -> bool:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in GENERATED:
             shutil.copyfile(dst.joinpath(*PACKAGE, name), out_dir / name)
-    (out_dir / STAMP).write_text(stamp())
     _log(f"wrote {', '.join(GENERATED)} in {out_dir} from {MODULE}@{VERSION}/{PROTO}")
-    return True
+
+
+def stale(out_dir: Path = OUT_DIR) -> list[str]:
+    """The files of ``out_dir`` that a regeneration would change (missing ones included)."""
+    with tempfile.TemporaryDirectory(prefix="draxr-stubs-") as tmp:
+        generate(Path(tmp))
+        return [
+            name
+            for name in GENERATED
+            if not (out_dir / name).is_file() or (out_dir / name).read_bytes() != Path(tmp, name).read_bytes()
+        ]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--force", action="store_true", help="regenerate even when the stamp says fresh")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the stubs are not fresh")
     p.add_argument("--out", type=Path, default=OUT_DIR, help="the package directory (default: draxr/podresources)")
     args = p.parse_args(argv)
-    generate(args.out, force=args.force)
+    if args.check:
+        changed = stale(args.out)
+        if changed:
+            _log(f"not fresh in {args.out}: {', '.join(changed)} (run {Path(__file__).name} without --check)")
+            return 1
+        return 0
+    generate(args.out)
     return 0
 
 
