@@ -132,6 +132,8 @@ class Operator:  # implements handlers.Sink
             self._release_wake.set()
         if info.terminal and info.uid in self.state.adopted and self.leading:
             self.migrator.pod_ended(info.uid)  # its adoption claim goes at once
+        if info.node_name and self.state.identities():  # (a device-plugin pod placed: a fence to write)
+            self.migrator.nudge()
         self.scheduler.cluster_changed()
 
     def pod_deleted(self, pod: dict[str, Any]) -> None:
@@ -162,6 +164,8 @@ class Operator:  # implements handlers.Sink
 
     def cluster_changed(self) -> None:
         self.scheduler.cluster_changed()
+        if self.state.identities():  # (a node moving off a device plugin: its fence may change)
+            self.migrator.nudge()
         self.mapping_status.nudge()
         self._mapping_maybe_changed()
 

@@ -158,7 +158,7 @@ async def _capacity(args: argparse.Namespace, kube: Kube) -> str:
 async def _migration(args: argparse.Namespace, kube: Kube) -> str:
     import time
 
-    from draxr.migrator import RECORDS, report
+    from draxr.migrator import DEVICE_TAINT_RULES, FENCE_SELECTOR, RECORDS, report
     from draxr.snapshot import load_state
 
     state = await load_state(kube)
@@ -170,7 +170,14 @@ async def _migration(args: argparse.Namespace, kube: Kube) -> str:
         if e.status != 404:  # 404: the CRD is not installed (no node agent)
             raise
         installed = False
-    reports = [r for r in report(state, time.time(), records_installed=installed) if args.node in (None, r.node)]
+    rules: list[dict[str, Any]] | None = None
+    try:
+        rules = await kube.list(DEVICE_TAINT_RULES, labelSelector=FENCE_SELECTOR)
+    except ApiException as e:
+        if e.status != 404:  # 404: not served (before 1.37): no fence
+            raise
+    found = report(state, time.time(), records_installed=installed, rules=rules)
+    reports = [r for r in found if args.node in (None, r.node)]
     if args.output in ("json", "yaml"):
         return _dump([r.as_dict() for r in reports], args.output)
     if not reports:
@@ -185,6 +192,14 @@ async def _migration(args: argparse.Namespace, kube: Kube) -> str:
             lines += ["  " + row for row in _table(table).splitlines()]
         for u in r.unmatched:
             lines.append(f"  unmatched: {u.resource} {u.device_id} {u.reason}")
+        if r.fence:
+            devices = ", ".join(d.rsplit("/", 1)[1] for d in r.fenced)
+            lines.append(f"  fenced (DeviceTaintRules, NoSchedule): {devices}: {', '.join(r.fence)}")
+        elif not r.safe and not r.fence_served:
+            lines.append("  not fenced: DeviceTaintRules are not served (before Kubernetes 1.37): other schedulers")
+            lines.append("  may hand out the devices these pods hold")
+        for why in r.fence_why:
+            lines.append(f"  to fence: {why}")
     return "\n".join(lines)
 
 

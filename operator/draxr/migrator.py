@@ -24,18 +24,25 @@ from draxr import logs, metrics
 from draxr.core.allocator import DEFAULT_FEATURES, Allocator, Features
 from draxr.core.allocator.model import DeviceId, DeviceInfo
 from draxr.core.migration import (
+    FENCE_KEY,
+    FENCE_LABEL,
+    FENCE_VALUE,
     GROUP,
     RECORD_PLURAL,
     AdoptionClaim,
+    Fence,
     NodeRecord,
     Plan,
     PodRef,
+    Unadopted,
     Unmatched,
     epoch,
+    fence_from_api,
+    fenced,
     node_devices,
     plan,
 )
-from draxr.core.plugins.dynamic_resources import got_dra_devices
+from draxr.core.plugins.dynamic_resources import got_dra_devices, unadopted_classes
 from draxr.core.state import ClusterState
 from draxr.events import Recorder
 from draxr.kube import RESOURCE_CLAIMS, ApiException, Kube, Resource, api_message
@@ -44,6 +51,18 @@ from draxr.loops import GuardedLoop
 log = logs.get("draxr.migrator")
 
 RECORDS = Resource(GROUP, "v1alpha1", RECORD_PLURAL, False)
+DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", False)
+FENCE_SELECTOR = f"{FENCE_LABEL}={FENCE_VALUE}"
+FENCE_ON = (
+    "DeviceTaintRules served (resource.k8s.io/v1): on a node whose device-plugin pods are not all adopted, "
+    f"draxr taints the devices they may hold (NoSchedule, key {FENCE_KEY}) so that no scheduler hands them out"
+)
+FENCE_NOT_SERVED = (
+    "DeviceTaintRules are not served (resource.k8s.io/v1: Kubernetes 1.37 serves them by default, 1.34-1.36 "
+    "do not): on a node whose device-plugin pods are not all adopted draxr holds back its own pods only, and "
+    "other schedulers, kube-scheduler included, may hand out devices those pods hold; keep the node agent "
+    "running and the node safe (kubectl draxr migration) before a device plugin stops (docs/guides/migration.md)"
+)
 RECORD_CRD_MISSING = (
     f"the DevicePluginRecord CRD ({RECORD_PLURAL}.{GROUP}) is not installed: no node agent can write a record, "
     "so no device-plugin pod is adopted; install it with `kubectl apply -k crds/` (or the Helm chart) and the "
@@ -151,6 +170,35 @@ def _devices(
     return node_devices(by_id, {cls: allocator.matching_devices(raw, cls) for cls in classes})
 
 
+def fences(
+    state: ClusterState, now: float, features: Features = DEFAULT_FEATURES
+) -> dict[str, tuple[frozenset[DeviceId], tuple[str, ...]]]:
+    """Per node whose device-plugin pods are not all adopted: the devices to fence and why
+    (core.migration.fenced). Only nodes with such pods are looked at (DynamicResources' cached
+    unadopted_classes), and none when no DeviceClass declares an identity."""
+    ids = state.identities()
+    out: dict[str, tuple[frozenset[DeviceId], tuple[str, ...]]] = {}
+    if not ids:
+        return out
+    for node in sorted(state.placed):
+        if node not in state.nodes or not unadopted_classes(state, node):
+            continue
+        unadopted: list[Unadopted] = []
+        for uid in state.placed[node]:
+            pod = state.pods[uid]
+            if got_dra_devices(state, pod):
+                continue
+            adopted = state.adopted.get(uid)
+            for resource in ids:
+                if pod.units.get(resource) and (adopted is None or resource not in adopted):
+                    unadopted.append(Unadopted(pod.namespace, pod.name, resource, epoch(pod.created)))
+        record = state.device_plugin_records.get(node)
+        devices, why = fenced(node, record, now, unadopted, ids, _devices(state, node, ids, features))
+        if devices:
+            out[node] = (devices, why)
+    return out
+
+
 @dataclass(frozen=True)
 class HeldPod:
     pod: str  # namespace/name
@@ -167,12 +215,22 @@ class NodeReport:
     pods: tuple[HeldPod, ...]  # running device-plugin pods holding resources with an identity
     unmatched: tuple[Unmatched, ...]
     safe: bool  # every such pod's devices are adopted: DRA hands out none of them
+    fence: tuple[str, ...] = ()  # draxr's DeviceTaintRules on the node's devices (names)
+    fenced: tuple[str, ...] = ()  # their devices, driver/pool/device
+    fence_why: tuple[str, ...] = ()  # why the node's devices are to be fenced (as draxr sees it now)
+    fence_served: bool | None = None  # DeviceTaintRules served (None: not asked)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "node": self.node,
             "record": self.record,
             "safe": self.safe,
+            "fence": {
+                "served": self.fence_served,
+                "rules": list(self.fence),
+                "devices": list(self.fenced),
+                "why": list(self.fence_why),
+            },
             "pods": [{"pod": p.pod, "resources": list(p.resources), "adoptionClaim": p.claim} for p in self.pods],
             "unmatched": [
                 {"resource": u.resource, "deviceID": u.device_id, "reason": u.reason} for u in self.unmatched
@@ -181,11 +239,17 @@ class NodeReport:
 
 
 def report(
-    state: ClusterState, now: float, features: Features = DEFAULT_FEATURES, *, records_installed: bool = True
+    state: ClusterState,
+    now: float,
+    features: Features = DEFAULT_FEATURES,
+    *,
+    records_installed: bool = True,
+    rules: list[dict[str, Any]] | None = None,
 ) -> list[NodeReport]:
     """Per node with device-plugin pods holding a resource whose class declares an identity, or
-    with a record or adoption claims: what holds which devices and whether the node is safe.
-    ``records_installed``: the DevicePluginRecord CRD is served (else a missing record says why)."""
+    with a record, adoption claims or draxr's DeviceTaintRules: what holds which devices, whether
+    the node is safe, and its fence. ``records_installed``: the DevicePluginRecord CRD is served
+    (else a missing record says why); ``rules``: draxr's DeviceTaintRules (None: not served)."""
     ids = state.identities()
     adopted_by: dict[str, str] = {}
     for claims in state.adoption_claims().values():
@@ -202,8 +266,14 @@ def report(
             if resources:
                 held.setdefault(node, []).append(HeldPod(p.key, resources, adopted_by.get(uid, "")))
     per_node = plans(state, now, features)
+    to_fence = fences(state, now, features)
+    rules_on: dict[str, list[Fence]] = {}
+    for rule in rules or ():
+        found = fence_from_api(rule)
+        if found is not None:
+            rules_on.setdefault(found.node, []).append(found)
     out: list[NodeReport] = []
-    for node in sorted(set(held) | set(per_node)):
+    for node in sorted(set(held) | set(per_node) | set(rules_on)):
         record = state.device_plugin_records.get(node)
         if record is None:
             seen = "missing" if records_installed else f"missing: {RECORD_CRD_MISSING}"
@@ -214,8 +284,25 @@ def report(
             seen = f"{fresh} (observed {age}s ago, refresh {record.refresh_seconds:g}s)"
         pods = tuple(sorted(held.get(node, ()), key=lambda h: h.pod))
         unmatched = tuple(per_node[node].unmatched) if node in per_node else ()
-        out.append(NodeReport(node, seen, pods, unmatched, all(h.claim for h in pods)))
+        fence = sorted(rules_on.get(node, ()), key=lambda f: f.device)
+        out.append(
+            NodeReport(
+                node,
+                seen,
+                pods,
+                unmatched,
+                all(h.claim for h in pods),
+                tuple(f.name for f in fence),
+                tuple("/".join(f.device) for f in fence),
+                to_fence.get(node, (frozenset(), ()))[1],
+                rules is not None,
+            )
+        )
     return out
+
+
+async def _unbounded(write: Awaitable[bool]) -> bool:
+    return await write
 
 
 class Migrator:
@@ -239,6 +326,16 @@ class Migrator:
         self.on_unmatched_change: Callable[[], None] | None = None  # (the mapping CRs' status)
         self._memo: Memo = {}  # (plans: settled nodes are not planned again)
         self.records_served: Callable[[], bool] = lambda: True  # (the records informer: not ABSENT)
+        # The fence (DeviceTaintRules): served or not (None: not asked yet), asked again every
+        # ``rediscover_seconds`` while not; draxr's rules as listed and written (None: to list),
+        # listed again every ``fence_resync_seconds`` (an admin may delete one).
+        self.fence_served: bool | None = None
+        self.rediscover_seconds, self.fence_resync_seconds = 300.0, 60.0
+        self._asked_at = self._listed_at = float("-inf")
+        self._rules: dict[str, Fence] | None = None
+        self._strays: set[str] = set()  # draxr's rules that read otherwise (edited): deleted
+        self._announced: dict[str, frozenset[DeviceId]] = {}  # node -> its fence as last announced
+        self._said_refused = False
         self._said_missing = False  # RECORD_CRD_MISSING logged since the CRD was last seen served
 
     def unmatched(self, resource: str) -> list[str]:
@@ -284,7 +381,138 @@ class Migrator:
             done.waiting += p.waiting
         await self._announce(done.unmatched)
         self._publish(done.unmatched)
+        await self.fence(bounded)  # (after the claims: a node adopted in this pass is safe now)
         return done
+
+    # ---- the fence ---------------------------------------------------------------------------------
+    async def fence(self, bounded: Callable[[Awaitable[bool]], Awaitable[bool]] | None = None) -> None:
+        """Keep one DeviceTaintRule per device to fence (``fences``), each written once: created
+        when a device is to be fenced, deleted when it is not; nothing where the API is not served."""
+        now = self.clock()
+        if self.fence_served is not True and now - self._asked_at >= self.rediscover_seconds:
+            self._asked_at = now
+            await self._discover()
+        if not self.fence_served:
+            return
+        if self._rules is None or now - self._listed_at >= self.fence_resync_seconds:
+            await self._list_rules(now)
+        assert self._rules is not None
+        per_node = fences(self.state, now, self.features)
+        wanted = {f.name: f for node, (devices, _) in per_node.items() for f in (Fence(node, d) for d in devices)}
+        create = [f for name, f in sorted(wanted.items()) if name not in self._rules]
+        delete = sorted({name for name in self._rules if name not in wanted} | self._strays)
+        if bounded is None:
+            bounded = _unbounded
+        await asyncio.gather(*(bounded(self._create_rule(f)) for f in create))
+        await asyncio.gather(*(bounded(self._delete_rule(name)) for name in delete))
+        await self._announce_fences(per_node)
+
+    async def _discover(self) -> None:
+        """Discovery: does resource.k8s.io/v1 serve devicetaintrules? Said at start, and on a change."""
+        try:
+            group = await self.kube.request("GET", f"/apis/{DEVICE_TAINT_RULES.group}/{DEVICE_TAINT_RULES.version}")
+            served = any(r.get("name") == DEVICE_TAINT_RULES.plural for r in group.get("resources") or ())
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            served = False
+        if served != self.fence_served:
+            if served:
+                log.info(FENCE_ON)
+            else:
+                log.warning(FENCE_NOT_SERVED)
+                self._rules = None
+        self.fence_served = served
+
+    async def _list_rules(self, now: float) -> None:
+        try:
+            listed = await self.kube.list(DEVICE_TAINT_RULES, labelSelector=FENCE_SELECTOR)
+        except ApiException as e:
+            self._refused(e, "list")
+            if e.status == 404:
+                self.fence_served = None
+            raise
+        self._rules, self._strays = {}, set()
+        for rule in listed:
+            found = fence_from_api(rule)
+            if found is None:
+                self._strays.add(str(rule["metadata"]["name"]))
+            else:
+                self._rules[found.name] = found
+        self._listed_at = now
+
+    async def _create_rule(self, fence: Fence) -> bool:
+        try:
+            await self.kube.create(DEVICE_TAINT_RULES, fence.body(self._node_uid(fence.node)))
+        except ApiException as e:
+            if e.status == 409:  # (made by a predecessor, or edited: the next list reads it)
+                self._listed_at = float("-inf")
+            else:
+                self._refused(e, "create")
+                log.warning("DeviceTaintRule not created", rule=fence.name, error=api_message(e))
+            return False
+        assert self._rules is not None
+        self._rules[fence.name] = fence
+        log.info("devices fenced", rule=fence.name, node=fence.node, device="/".join(fence.device))
+        return True
+
+    async def _delete_rule(self, name: str) -> bool:
+        try:
+            await self.kube.delete(DEVICE_TAINT_RULES, name)
+        except ApiException as e:
+            if e.status != 404:
+                self._refused(e, "delete")
+                log.warning("DeviceTaintRule not deleted", rule=name, error=api_message(e))
+                return False
+        assert self._rules is not None
+        gone = self._rules.pop(name, None)
+        self._strays.discard(name)
+        log.info("fence lifted", rule=name, node=gone.node if gone else "")
+        return True
+
+    def _refused(self, e: ApiException, verb: str) -> None:
+        """A refused request on DeviceTaintRules is said plainly, once."""
+        if e.status in (401, 403) and not self._said_refused:
+            self._said_refused = True
+            log.error(
+                f"DeviceTaintRule {verb} refused: draxr's ClusterRole needs list, create and delete of "
+                "resource.k8s.io devicetaintrules (manifests/clusterrole.yaml, the Helm chart's ClusterRole): "
+                "until then kube-scheduler may hand out devices device-plugin pods hold",
+                error=api_message(e),
+            )
+
+    async def _announce_fences(self, per_node: Mapping[str, tuple[frozenset[DeviceId], tuple[str, ...]]]) -> None:
+        """An Event on the node when its fence (as written) changes: Warning while fenced, Normal once lifted."""
+        assert self._rules is not None
+        now: dict[str, set[DeviceId]] = {}
+        for f in self._rules.values():
+            now.setdefault(f.node, set()).add(f.device)
+        for node in sorted(set(now) | set(self._announced)):
+            devices = frozenset(now.get(node, ()))
+            if devices == self._announced.get(node, frozenset()):
+                continue
+            regarding = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": self._node_uid(node)}
+            if devices:
+                self._announced[node] = devices
+                names = ", ".join(d[2] for d in sorted(devices))
+                why = "; ".join(per_node.get(node, (frozenset(), ()))[1]) or "its device-plugin pods are not adopted"
+                await self.recorder.object_event(
+                    regarding,
+                    reason="DevicesFenced",
+                    action="Fence",
+                    note=f"devices {names} of node {node} tainted NoSchedule ({FENCE_KEY}) by draxr's DeviceTaintRules "
+                    f"(draxr-fence-{node}-*) until its device-plugin pods are adopted: {why}",
+                )
+            else:
+                del self._announced[node]
+                await self.recorder.object_event(
+                    regarding,
+                    reason="FenceLifted",
+                    action="Fence",
+                    note=f"node {node} is safe (its device-plugin pods' devices are adopted, or they ended): "
+                    "draxr's DeviceTaintRules on its devices are deleted",
+                    warning=False,
+                )
 
     def _check_records_crd(self) -> None:
         """A DeviceClass declares an identity but the records' CRD is not installed: said once, plainly."""

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from draxr import kubectl_plugin
-from draxr.core.migration import ADOPTION_LABEL, ID_ATTRIBUTE_ANNOTATION
+from draxr.core.migration import ADOPTION_LABEL, FENCE_KEY, FENCE_NODE_ANNOTATION, ID_ATTRIBUTE_ANNOTATION
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
 from draxr.kube import EVENTS, PODS, RESOURCE_CLAIMS, Kube
-from draxr.migrator import RECORDS
+from draxr.migrator import DEVICE_TAINT_RULES, FENCE_SELECTOR, RECORDS
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
 from draxr_dev.devcluster.records import fake_record
@@ -216,3 +216,81 @@ async def test_an_id_that_matches_no_device_is_reported_never_guessed(
     assert [u["deviceID"] for u in found["unmatched"]] == ["GPU-not-on-this-node"]
     assert found["pods"] == [{"pod": f"{namespace}/odd", "resources": [ext], "adoptionClaim": ""}]
     assert await adoption_claims(kube, namespace) == []
+
+
+async def fence_rules(kube: Kube, node: str) -> list[JSON]:
+    """draxr's DeviceTaintRules over the devices of ``node``."""
+    rules = await kube.list(DEVICE_TAINT_RULES, labelSelector=FENCE_SELECTOR)
+    return [r for r in rules if r["metadata"]["annotations"][FENCE_NODE_ANNOTATION] == node]
+
+
+async def node_events(kube: Kube, node: str, reason: str) -> list[JSON]:
+    return [e for e in await kube.list(EVENTS, "default") if e["reason"] == reason and e["regarding"]["name"] == node]
+
+
+@pytest.mark.timeout(300)
+async def test_a_node_not_yet_safe_is_fenced_so_that_kube_scheduler_hands_out_none_of_its_devices(
+    kube: Kube,
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: object,
+    migrating: tuple[fakedriver.Fleet, str, str],
+) -> None:
+    """Issue 39: without a record, draxr held back its own pods but kube-scheduler gave a device the
+    running device-plugin pod holds to a new pod. Now, while the pod is not adopted, draxr's
+    DeviceTaintRules taint every device of the class on the node (it cannot tell which the pod
+    holds) and kube-scheduler's pod waits; once the record comes and the pod is adopted, the rules
+    go and kube-scheduler's pod gets a device the old pod does not hold."""
+    fleet, _, ext = migrating
+    [node] = fleet.node_names()
+    await kube.create(PODS, body("old", ext, 1, SCHEDULER, node=node), namespace)
+
+    async def fenced() -> list[JSON]:
+        rules = await fence_rules(kube, node)
+        return rules if len(rules) == 4 else []
+
+    rules = await eventually(fenced, timeout=60)
+    assert sorted(r["spec"]["deviceSelector"]["device"] for r in rules) == [f"gpu-{i}" for i in range(4)]
+    for r in rules:
+        assert r["spec"]["taint"]["key"] == FENCE_KEY
+        assert r["spec"]["taint"]["effect"] == "NoSchedule"
+        assert r["spec"]["deviceSelector"]["pool"] == node
+        assert r["metadata"]["name"].startswith(f"draxr-fence-{node}-gpu-")
+        assert r["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    [event] = await eventually(lambda: node_events(kube, node, "DevicesFenced"), timeout=60)
+    assert event["type"] == "Warning"
+    assert "no DevicePluginRecord" in event["note"]
+    seen = await migration(control_plane, node)
+    assert seen["safe"] is False
+    assert seen["fence"]["served"] is True
+    assert sorted(seen["fence"]["rules"]) == sorted(r["metadata"]["name"] for r in rules)
+    written = {r["metadata"]["uid"] for r in rules}
+
+    # kube-scheduler's pod: no device it may take on the node.
+    await kube.create(PODS, body("by-kube-scheduler", ext, 1, "default-scheduler"), namespace)
+
+    async def refused() -> list[str]:
+        return [
+            e["note"]
+            for e in await kube.list(EVENTS, namespace)
+            if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "by-kube-scheduler"
+        ]
+
+    await eventually(refused, timeout=60)
+    assert await devices_of(kube, namespace, "by-kube-scheduler") is None
+    assert {r["metadata"]["uid"] for r in await fence_rules(kube, node)} == written  # written once
+
+    # The record: "old" holds gpu-2. Adopted, the node is safe, the fence goes.
+    await kube.create(RECORDS, record(node, namespace, "old", ext, [device_uuid(node, 2)]))
+    await eventually(lambda: allocated_adoption_claims(kube, namespace), timeout=60)
+
+    async def lifted() -> bool:
+        return not await fence_rules(kube, node)
+
+    await eventually(lifted, timeout=60)
+    [event] = await eventually(lambda: node_events(kube, node, "FenceLifted"), timeout=60)
+    assert event["type"] == "Normal"
+    got = await eventually(lambda: devices_of(kube, namespace, "by-kube-scheduler"), timeout=120)
+    assert len(got) == 1
+    assert got != ["gpu-2"]
+    assert (await migration(control_plane, node))["fence"]["rules"] == []

@@ -447,6 +447,57 @@ async def test_preemption(site: Site, names: str) -> None:
                 await s.kube.delete_if_exists(PRIORITY_CLASSES, name)
 
 
+async def test_migration_fence(site: Site, names: str) -> None:
+    """A device-plugin pod on a node whose DeviceClass declares the device plugin's identity, with no
+    DevicePluginRecord: draxr's own pods wait (every version). 1.37 serves DeviceTaintRules: draxr
+    fences the node's devices of the class with one rule each, and lifts the fence once the pod is
+    gone. 1.34-1.36 do not: draxr says so at start and writes none (today's behaviour)."""
+    from draxr.core.migration import FENCE_NODE_ANNOTATION, ID_ATTRIBUTE_ANNOTATION
+    from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
+    from draxr.migrator import DEVICE_TAINT_RULES, FENCE_NOT_SERVED, FENCE_ON, FENCE_SELECTOR
+
+    served = site.version.minor == "37"
+    group = await site.kube.request("GET", "/apis/resource.k8s.io/v1")
+    assert ("devicetaintrules" in {r["name"] for r in group["resources"]}) is served
+    said = FENCE_ON if served else FENCE_NOT_SERVED
+    assert await site.draxr.until(lambda: _said(site, said))
+    async with scene(site, names, nodes=1) as s:
+        [node] = s.fleet.node_names()
+        meta = {"annotations": {ID_ATTRIBUTE_ANNOTATION: "uuid"}}
+        await s.kube.patch(DEVICE_CLASSES, s.device_class, {"metadata": meta})
+        old = pod("old", {s.resource: "1"}, scheduler=SCHEDULER)
+        old["spec"]["nodeName"] = node  # what a device-plugin node ran before: no claim
+        await s.kube.create(PODS, old, s.namespace)
+        await s.kube.create(PODS, pod("new", {s.resource: "1"}, scheduler=SCHEDULER), s.namespace)
+
+        async def waits() -> bool:
+            events = await s.kube.list(EVENTS, s.namespace)
+            return any(e["regarding"]["name"] == "new" and NOT_ADOPTED in e["note"] for e in events)
+
+        await site.draxr.until(waits)
+        if not served:
+            return
+
+        async def rules(count: int) -> list[JSON] | None:
+            found = await s.kube.list(DEVICE_TAINT_RULES, labelSelector=FENCE_SELECTOR)
+            mine = [r for r in found if r["metadata"]["annotations"][FENCE_NODE_ANNOTATION] == node]
+            return mine if len(mine) == count else None
+
+        fence = await site.draxr.until(lambda: rules(2))
+        assert sorted(r["spec"]["deviceSelector"]["device"] for r in fence) == ["gpu-0", "gpu-1"]
+        await s.kube.delete(PODS, "old", s.namespace, gracePeriodSeconds=0)
+
+        async def lifted() -> bool:
+            return await rules(0) is not None
+
+        await site.draxr.until(lifted)
+        await site.draxr.until(lambda: bound(s, "new"))
+
+
+async def _said(site: Site, message: str) -> bool:
+    return any(line.get("event") == message for line in site.draxr.lines())
+
+
 def test_hack_test_sh_builds_each_version_the_matrix_runs() -> None:
     """hack/test.sh builds every version of the matrix before pytest starts (a cold build inside a
     test would outlast its timeout), with exactly the binaries its cluster runs (no more to build)."""

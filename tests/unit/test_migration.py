@@ -11,13 +11,17 @@ from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.allocator.model import DeviceInfo, parse_slice
 from draxr.core.mapping import build_mapping
 from draxr.core.migration import (
+    FENCE_KEY,
     ID_ATTRIBUTE_ANNOTATION,
     REPLICA_SEPARATOR_ANNOTATION,
     AdoptionClaim,
+    Fence,
     Identity,
+    NodeRecord,
     PodRef,
     adoption_claim_from_api,
     class_identity,
+    fence_from_api,
     identities,
     is_adoption_claim,
     match,
@@ -125,9 +129,9 @@ def test_a_running_pod_gets_one_claim_with_exactly_its_devices() -> None:
     assert (claim.namespace, claim.pod, claim.pod_uid, claim.node) == ("ns", "p", "uid-p", "n1")
     assert claim.devices == ((DRIVER, "n1", "gpu-1"),)
     body, status = claim.body(), claim.status()
-    assert body["spec"]["devices"]["requests"] == [
-        {"name": "dp-0", "exactly": {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}
-    ]
+    tolerates = [{"key": FENCE_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    exactly = {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1, "tolerations": tolerates}
+    assert body["spec"]["devices"]["requests"] == [{"name": "dp-0", "exactly": exactly}]
     assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-p"
     assert status["reservedFor"] == [
         {"apiGroup": "draxr.io", "resource": "devicepluginrecords", "name": "n1", "uid": "rec-n1"}
@@ -336,3 +340,75 @@ def test_a_missing_record_says_so_and_names_the_crd_when_it_is_not_installed() -
     [absent] = report(state, 0.0, records_installed=False)
     assert absent.record.startswith("missing: the DevicePluginRecord CRD (devicepluginrecords.draxr.io) is not")
     assert "kubectl apply -k crds/" in absent.record
+
+
+# ---- the fence: DeviceTaintRules over devices device-plugin pods may hold unadopted ------------
+
+
+def _fences(state: ClusterState, now: float = 0.0) -> dict[str, frozenset[tuple[str, str, str]]]:
+    from draxr.migrator import fences
+
+    return {node: devices for node, (devices, _) in fences(state, now).items()}
+
+
+def _dev(name: str) -> tuple[str, str, str]:
+    return (DRIVER, "n1", name)
+
+
+def test_without_a_record_every_device_of_the_class_on_the_node_is_fenced() -> None:
+    state = _migrating()
+    assert _fences(state) == {"n1": frozenset({_dev("gpu-0"), _dev("gpu-1")})}
+    from draxr.migrator import fences
+
+    [why] = fences(state, 0.0)["n1"][1]
+    assert "all 2 devices of DeviceClass" in why
+    assert "no DevicePluginRecord" in why
+    assert _fences(_migrating(identity=False)) == {}  # no identity: no migration, no fence
+
+
+def test_a_fresh_record_fences_exactly_the_devices_of_pods_not_adopted_yet() -> None:
+    state = _migrating()
+    state.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
+    observed = state.device_plugin_records["n1"]
+    assert isinstance(observed, NodeRecord)
+    assert _fences(state, observed.observed) == {"n1": frozenset({_dev("gpu-1")})}
+    _adopt(state, "gpu-1")
+    assert _fences(state, observed.observed) == {}  # safe: no fence
+
+
+def test_a_stale_record_an_unmatched_id_or_an_unlisted_pod_fence_the_whole_class() -> None:
+    state = _migrating()
+    state.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
+    observed = state.device_plugin_records["n1"]
+    assert isinstance(observed, NodeRecord)
+    both = {"n1": frozenset({_dev("gpu-0"), _dev("gpu-1")})}
+    assert _fences(state, observed.observed + 4 * observed.refresh_seconds) == both  # stale
+    state.upsert_record(record(pods=[("ns", "old", ["GPU-elsewhere"])]))
+    assert _fences(state, observed.observed) == both  # an ID that matches no device
+    state.upsert_record(record(pods=[("ns", "other", ["n1-gpu-1"])]))
+    assert _fences(state, observed.observed) == both  # the record does not list "old"
+
+
+def test_a_fence_rule_names_its_node_and_device_and_reads_back() -> None:
+    fence = Fence("n1", _dev("gpu-1"))
+    body = fence.body("node-uid")
+    assert body["apiVersion"] == "resource.k8s.io/v1"
+    assert body["kind"] == "DeviceTaintRule"
+    assert fence.name.startswith("draxr-fence-n1-gpu-1-")
+    assert body["spec"] == {
+        "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-1"},
+        "taint": {"key": FENCE_KEY, "effect": "NoSchedule"},
+    }
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "node-uid"
+    assert fence_from_api(body) == fence
+    edited = {**body, "spec": {**body["spec"], "taint": {"key": FENCE_KEY, "effect": "None"}}}
+    assert fence_from_api(edited) is None
+    long = Fence("n" * 253, _dev("gpu-1"))
+    assert len(long.name) <= 253
+    assert fence_from_api(long.body()) == long
+
+
+def test_the_adoption_claim_tolerates_the_fence() -> None:
+    claim = AdoptionClaim("ns", "old", "uid-old", "n1", ((GPU, GPU_CLASS, (_dev("gpu-1"),)),))
+    [request] = claim.body()["spec"]["devices"]["requests"]
+    assert request["exactly"]["tolerations"] == [{"key": FENCE_KEY, "operator": "Exists", "effect": "NoSchedule"}]

@@ -259,7 +259,13 @@ class AdoptionClaim:
                     "requests": [
                         {
                             "name": f"dp-{i}",
-                            "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": len(devs)},
+                            "exactly": {
+                                "deviceClassName": cls,
+                                "allocationMode": "ExactCount",
+                                "count": len(devs),
+                                # the devices it holds may be fenced while it is written (the fence)
+                                "tolerations": [{"key": FENCE_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+                            },
                         }
                         for i, (_, cls, devs) in enumerate(self.requests)
                     ]
@@ -399,3 +405,134 @@ def plan(
             out.delete.append(key)  # replaced with what the record says now
     out.create = [claim for key, claim in wanted.items() if key not in existing]
     return out
+
+
+# ---- the fence: DeviceTaintRules over devices device-plugin pods may hold unadopted ----------------
+#
+# draxr's own pods never get such a device (DynamicResources: NOT_ADOPTED holds the whole class back
+# on the node); other schedulers, kube-scheduler first, honour DeviceTaintRules (resource.k8s.io/v1,
+# GA in 1.37): a NoSchedule taint keeps the device from every claim that does not tolerate it.
+# A rule selects one device (driver, pool, device), so the fence of a node is one rule per device.
+
+FENCE_KEY = "draxr.io/device-plugin-not-adopted"  # the taint's key (adoption claims tolerate it)
+FENCE_LABEL = "draxr.io/migration-fence"  # on draxr's rules; its value is FENCE_VALUE
+FENCE_VALUE = "device-plugin"
+FENCE_NODE_ANNOTATION = "draxr.io/fenced-node"
+FENCE_PREFIX = "draxr-fence-"
+
+
+@dataclass(frozen=True)
+class Fence:
+    """One DeviceTaintRule of draxr's: ``device`` of ``node`` may be held by a device-plugin pod
+    that no adoption claim covers."""
+
+    node: str
+    device: DeviceId
+
+    @property
+    def name(self) -> str:
+        """``draxr-fence-<node>-<device>-<digest>``: an admin finds a node's rules by its name."""
+        digest = hashlib.sha256("/".join(self.device).encode()).hexdigest()[:8]
+        stem = f"{FENCE_PREFIX}{self.node}-{self.device[2]}"[: MAX_NAME - 9].rstrip("-.")
+        return f"{stem}-{digest}"
+
+    def body(self, node_uid: str = "") -> dict[str, Any]:
+        driver, pool, device = self.device
+        metadata: dict[str, Any] = {
+            "name": self.name,
+            "labels": {FENCE_LABEL: FENCE_VALUE, "app.kubernetes.io/managed-by": "draxr"},
+            "annotations": {FENCE_NODE_ANNOTATION: self.node},
+        }
+        if node_uid:  # (the garbage collector deletes it with its node)
+            metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": node_uid}]
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": metadata,
+            "spec": {
+                "deviceSelector": {"driver": driver, "pool": pool, "device": device},
+                "taint": {"key": FENCE_KEY, "effect": "NoSchedule"},
+            },
+        }
+
+
+def fence_from_api(rule: Mapping[str, Any]) -> Fence | None:
+    """One of draxr's rules as written; None for another's, or one of draxr's that reads otherwise
+    (edited: to replace)."""
+    meta, spec = rule.get("metadata") or {}, rule.get("spec") or {}
+    node = str((meta.get("annotations") or {}).get(FENCE_NODE_ANNOTATION) or "")
+    selector, taint = spec.get("deviceSelector") or {}, spec.get("taint") or {}
+    device = (str(selector.get("driver") or ""), str(selector.get("pool") or ""), str(selector.get("device") or ""))
+    if not node or not all(device) or (taint.get("key"), taint.get("effect")) != (FENCE_KEY, "NoSchedule"):
+        return None
+    fence = Fence(node, device)
+    return fence if fence.name == meta.get("name") else None
+
+
+def is_fence(rule: Mapping[str, Any]) -> bool:
+    return ((rule.get("metadata") or {}).get("labels") or {}).get(FENCE_LABEL) == FENCE_VALUE
+
+
+@dataclass(frozen=True)
+class Unadopted:
+    """A running device-plugin pod's resource (of a class with an identity) no adoption claim covers."""
+
+    namespace: str
+    pod: str
+    resource: str
+    created: float | None = None  # epoch seconds
+
+
+def fenced(
+    node: str,
+    record: NodeRecord | str | None,
+    now: float,
+    unadopted: Iterable[Unadopted],
+    identities: Mapping[str, tuple[Identity, str]],
+    devices_of_class: Mapping[str, Sequence[DeviceInfo]],
+) -> tuple[frozenset[DeviceId], tuple[str, ...]]:
+    """The devices of ``node`` to fence, and why (one line per class). Exactly the devices a fresh
+    record names for the unadopted pods when it names them all, each ID matching one device; all
+    of the class's devices on the node when it cannot tell (no record, a stale or unreadable one, a
+    pod it does not list, an ID matching no device or several)."""
+    fresh = record if isinstance(record, NodeRecord) and not record.stale(now) else None
+    if record is None:
+        unknown = "no DevicePluginRecord for the node (is the node agent running?)"
+    elif isinstance(record, str):
+        unknown = f"its DevicePluginRecord is unreadable: {record}"
+    elif fresh is None:
+        unknown = "its DevicePluginRecord is stale (the node agent stopped refreshing it)"
+    else:
+        unknown = ""
+    held = fresh.pods() if fresh is not None else {}
+    by_class: dict[str, list[Unadopted]] = {}
+    for u in unadopted:
+        if u.resource in identities:
+            by_class.setdefault(identities[u.resource][1], []).append(u)
+    out: set[DeviceId] = set()
+    why: list[str] = []
+    for class_name, pods in sorted(by_class.items()):
+        devices = devices_of_class.get(class_name, ())
+        names = ", ".join(sorted({f"{u.namespace}/{u.pod}" for u in pods}))
+        cannot = unknown
+        exact: set[DeviceId] = set()
+        observed = fresh.observed if fresh is not None else 0.0
+        for u in pods if fresh is not None else ():
+            ids = [i for h in held.get((u.namespace, u.pod), ()) if h.resource == u.resource for i in h.device_ids]
+            if not ids or (u.created is not None and u.created > observed):
+                cannot = f"its DevicePluginRecord does not list pod {u.namespace}/{u.pod}"
+                break
+            identity = identities[u.resource][0]
+            found, unmatched = match(ids, identity, devices, u.resource, node, class_name)
+            if unmatched:
+                cannot = f"{u.resource} device {unmatched[0].device_id} {unmatched[0].reason}"
+                break
+            exact.update(found)
+        if cannot:
+            if devices:
+                out.update(d.id for d in devices)
+                why.append(f"all {len(devices)} devices of DeviceClass {class_name} ({names} not adopted): {cannot}")
+        elif exact:
+            out.update(exact)
+            why.append(f"the devices of {names} (DeviceClass {class_name}): not adopted yet")
+    return frozenset(out), tuple(why)
