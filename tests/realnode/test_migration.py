@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -32,12 +33,14 @@ from typing import Any
 
 import pytest
 
+from draxr import kubectl_plugin
 from draxr.app import Operator
-from draxr.core.migration import ADOPTION_LABEL, ID_ATTRIBUTE_ANNOTATION
+from draxr.core.migration import ADOPTION_LABEL, FENCE_NODE_ANNOTATION, ID_ATTRIBUTE_ANNOTATION
 from draxr.core.plugins.dynamic_resources import NOT_ADOPTED
 from draxr.core.plugins.node_resources_fit import DRA_HOLDS_DEVICES
 from draxr.kube import DEVICE_CLASSES, EVENTS, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, Kube
 from draxr.leader import LEASES
+from draxr.migrator import DEVICE_TAINT_RULES, FENCE_SELECTOR
 from draxr.node_agent import RECORDS
 from draxr_dev.devcluster import realnode
 from draxr_dev.devcluster.controlplane import ControlPlane, free_port
@@ -821,3 +824,138 @@ async def test_the_leader_failing_over_mid_move_neither_frees_nor_doubles_a_devi
             await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=plugin_stopped)
         finally:
             await asyncio.to_thread(operator_thread.restart)
+
+
+async def _fence(w: Watcher) -> list[str]:
+    """The devices of the node that draxr's DeviceTaintRules fence (one look at the claims too)."""
+    await w.look()
+    rules = await w.kube.list(DEVICE_TAINT_RULES, labelSelector=FENCE_SELECTOR)
+    return sorted(
+        r["spec"]["deviceSelector"]["device"]
+        for r in rules
+        if r["metadata"]["annotations"][FENCE_NODE_ANNOTATION] == w.node
+    )
+
+
+@pytest.mark.timeout(600)
+async def test_kube_scheduler_is_fenced_off_without_a_record_with_an_unmatched_id_and_a_stale_one(
+    kube: Kube,
+    control_plane: ControlPlane,
+    real_node: RealNode,
+    operator: Operator,
+    namespace: str,
+    names: str,
+    tmp_path: Path,
+) -> None:
+    """Issue 39, as a new user met it: a kube-scheduler pod runs on two device-plugin devices, the
+    device plugin stops, the class maps its name and declares the identity, and no record says
+    which devices the pod holds. kube-scheduler gave one of them to a new pod. Now draxr's
+    DeviceTaintRules fence every device of the class on the node, through three scenes in turn:
+    no record (no agent), an ID that matches no device (the class names the wrong attribute), and a
+    stale record (the agent stopped); kube-scheduler's new pod waits all along. The agent back and
+    the attribute fixed, the pod is adopted, the fence goes and kube-scheduler's pods get the other
+    devices; the old pod finishes and its devices are handed out. Every look checks every claim."""
+    cp = control_plane
+    node, resource, served, w, signal_dir, dra_class, objs = await _scene(
+        kube, cp, real_node, namespace, names, tmp_path
+    )
+    agent: Agent | None = None
+    plugin_stopped = False
+    try:
+        # kube-scheduler's pod on two of the device plugin's devices.
+        old = _pod("old", resource, OLD_DEVICES, "default-scheduler", UNTIL_FINISHED)
+        old["spec"]["volumes"] = [{"name": "signal", "hostPath": {"path": str(signal_dir), "type": "Directory"}}]
+        old["spec"]["containers"][0]["volumeMounts"] = [{"name": "signal", "mountPath": "/signal"}]
+        w.old_uid = (await kube.create(PODS, old, namespace))["metadata"]["uid"]
+        ids = sorted((await _log_env(cp, namespace, "old", "DRAXR_DP_DEVICES"))["DRAXR_DP_DEVICES"].split(","))
+        assert len(ids) == OLD_DEVICES
+        await asyncio.to_thread(real_node.stop_device_plugin)
+        plugin_stopped = True
+        by_uuid = await _uuids(kube, node)
+        w.held = frozenset(by_uuid[i] for i in ids)
+        every = sorted(by_uuid[f"dev-{i}"] for i in range(served))
+
+        async def fenced_all() -> bool:
+            return await _fence(w) == every
+
+        async def report() -> JSON:
+            out = await kubectl_plugin.run(["migration", node, "--kubeconfig", str(cp.kubeconfig), "-o", "json"])
+            [found] = json.loads(out)
+            return dict(found)
+
+        # 1. No record: the class declares the identity, nobody can tell which devices "old" holds.
+        await _device_class(kube, dra_class, resource, served)
+        await eventually(fenced_all, timeout=60)
+        seen = await report()
+        assert (seen["safe"], seen["record"]) == (False, "missing")
+        assert sorted(seen["fence"]["devices"]) == sorted(f"{realnode.DRIVER}/{node}/{d}" for d in every)
+        await kube.create(PODS, _pod("waiting", resource, 1, "default-scheduler"), namespace)
+        await eventually(lambda: _failed_scheduling(kube, namespace, "waiting", w), timeout=60)
+        assert await w.pending("waiting")
+
+        # 2. An ID that matches no device: the class names an attribute the devices do not have.
+        await kube.patch(DEVICE_CLASSES, dra_class, {"metadata": {"annotations": {ID_ATTRIBUTE_ANNOTATION: "serial"}}})
+        agent = await _agent(kube, cp, real_node, names, tmp_path)
+        await eventually(lambda: _recorded(w, agent), timeout=60)
+
+        async def unmatched() -> JSON | None:
+            await w.look()
+            found = await report()
+            return found if found["unmatched"] and found["record"].startswith("fresh") else None
+
+        seen = await eventually(unmatched, timeout=60)
+        assert sorted(u["deviceID"] for u in seen["unmatched"]) == ids
+        assert await fenced_all()
+        assert await w.pending("waiting")
+        assert not w.adoption()
+
+        # 3. A stale record: the agent stops; the attribute fixed meanwhile adopts nothing.
+        agent.kill()
+
+        async def stale() -> bool:
+            await w.look()
+            return (await report())["record"].startswith("stale")
+
+        await eventually(stale, timeout=60)
+        await kube.patch(DEVICE_CLASSES, dra_class, {"metadata": {"annotations": {ID_ATTRIBUTE_ANNOTATION: "uuid"}}})
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 10  # (two migrator passes over the stale record)
+        while loop.time() < until:
+            assert await fenced_all()
+            assert await w.pending("waiting")
+            assert not w.adoption()
+            await asyncio.sleep(0.5)
+
+        # The agent back: "old" adopted, the fence lifted, kube-scheduler's pods get the other devices.
+        agent.start()
+        claim = await eventually(lambda: _adopted(w), timeout=60)
+        assert _devices(claim, node) == sorted(w.held)
+
+        async def lifted() -> bool:
+            return await _fence(w) == []
+
+        await eventually(lifted, timeout=60)
+        assert (await report())["safe"] is True
+        taken = {"waiting": await _placed(kube, cp, w, "waiting")}
+        await kube.create(PODS, _pod("second", resource, 1, "default-scheduler"), namespace)
+        taken["second"] = await _placed(kube, cp, w, "second")
+        assert set(taken.values()) == set(every) - w.held, taken
+        events = await kube.list(EVENTS, "default")
+        reasons = [e["reason"] for e in events if e["regarding"]["name"] == node]
+        assert "DevicesFenced" in reasons
+        assert "FenceLifted" in reasons
+
+        # "old" finishes: its devices go to kube-scheduler's next pod.
+        (signal_dir / "finish").touch()
+
+        async def released() -> bool:
+            await w.look()
+            return not w.adoption()
+
+        await eventually(released, timeout=90)
+        await kube.create(PODS, _pod("after", resource, 1, "default-scheduler"), namespace)
+        taken["after"] = await _placed(kube, cp, w, "after")
+        assert taken["after"] in w.held, taken
+        print(f"\n[draxr] {w.looks} looks at every claim; devices {taken}")
+    finally:
+        await _undo(kube, cp, real_node, namespace, names, agent, dra_class, objs, plugin_stopped=plugin_stopped)
