@@ -16,6 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from draxr.core.requeue import ANY, ChangeLog
+
 
 async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
     """Until ``event`` is set or ``timeout`` passes. asyncio.timeout, not wait_for: on Python 3.11
@@ -32,6 +34,7 @@ class _Entry:
     attempts: int = 0
     ready_at: float = 0.0
     parked_generation: int | None = None  # unschedulable at this cluster generation
+    interest: int = ANY  # the kinds of change (core.requeue.Change) its rejecting plugins wait for
     parked_at: float = 0.0
     unresolvable: bool = False
     stamp: object = None  # unresolvable until the inventory changes: the inventory it failed against
@@ -54,6 +57,9 @@ class SchedulingQueue:
     # queue in the same event loop keeps the real one).
     clock: Callable[[], float] = time.monotonic
     wait_event: Callable[[asyncio.Event, float | None], Awaitable[None]] = _wait_event
+    # Which kinds of change came after a generation: a parked pod is released by a change of a kind
+    # it waits for (``interest``). Without it, by any change.
+    changes: ChangeLog | None = None
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _order: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (-priority, created)
     _in_flight: set[str] = field(default_factory=set)
@@ -64,9 +70,10 @@ class SchedulingQueue:
     # Backing-off pods whose last attempt was unschedulable, in the order they may be taken early
     # when nothing is active: (ready_at, order, uid, version).
     _rejected: list[tuple[float, tuple[int, str], str, int]] = field(default_factory=list)
-    # Parked pods a cluster change releases, by the generation they were parked at (the
-    # unresolvable ones wait for the flush or their own update only).
-    _parked: dict[int, set[str]] = field(default_factory=dict)
+    # Parked pods a cluster change releases, by the generation they were parked at and the kinds
+    # of change they wait for (the unresolvable ones wait for the flush or their own update only).
+    _parked: dict[tuple[int, int], set[str]] = field(default_factory=dict)
+    _scanned: int | None = None  # the generation ``_parked`` was last scanned at (None: scan again)
     # Unresolvable pods that an inventory change (classes, slices, mappings) may heal.
     _stamped: set[str] = field(default_factory=set)
     _stamp: object = None  # the inventory stamp seen at the last promotion
@@ -86,7 +93,8 @@ class SchedulingQueue:
             return  # placed again when it comes back (failed), is ungated, or forgotten (done)
         if entry.parked_generation is not None:
             if not entry.unresolvable:
-                self._parked.setdefault(entry.parked_generation, set()).add(uid)
+                self._parked.setdefault((entry.parked_generation, entry.interest), set()).add(uid)
+                self._scanned = None
             elif entry.stamp is not None:
                 self._stamped.add(uid)
             heapq.heappush(self._flush, (entry.parked_at + self.flush_after, uid, entry.version))
@@ -147,9 +155,17 @@ class SchedulingQueue:
         return uid in self._in_flight
 
     def failed(
-        self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False, stamp: object = None
+        self,
+        uid: str,
+        generation: int,
+        *,
+        unschedulable: bool,
+        unresolvable: bool = False,
+        stamp: object = None,
+        interest: int = ANY,
     ) -> None:
-        """Back off; an unschedulable pod also waits for a cluster change (or its own update). An
+        """Back off; an unschedulable pod also waits for a cluster change of a kind in ``interest``
+        (core.requeue: what its rejecting plugins registered for), or its own update. An
         unresolvable one waits for its own update, or, given the inventory ``stamp`` it failed
         against, for a different stamp (see ``pop``)."""
         self._in_flight.discard(uid)
@@ -164,6 +180,7 @@ class SchedulingQueue:
         parks = unschedulable and not entry.moved
         entry.moved = False
         entry.parked_generation = generation if parks else None
+        entry.interest = interest
         entry.rejected = unschedulable
         entry.parked_at = now
         entry.unresolvable = unresolvable and parks
@@ -220,7 +237,13 @@ class SchedulingQueue:
             return True
         if e.unresolvable:
             return e.stamp is not None and e.stamp != self._stamp
-        return generation != e.parked_generation
+        return self._changed_for(e.parked_generation, e.interest, generation)
+
+    def _changed_for(self, parked_at: int, interest: int, generation: int) -> bool:
+        """A change the pod parked at ``parked_at`` waits for came since."""
+        if generation == parked_at:
+            return False
+        return self.changes is None or bool(self.changes.since(parked_at) & interest)
 
     def _promote(self, now: float, generation: int, stamp: object = None) -> None:
         """Move what became eligible towards the active heap: parked pods after a cluster change
@@ -235,16 +258,20 @@ class SchedulingQueue:
                 elif e.stamp != stamp:
                     self._stamped.discard(uid)
                     self._release(uid, e, now)
-        for parked_at in [g for g in self._parked if g != generation]:
-            for uid in self._parked.pop(parked_at):
-                e = self._entries.get(uid)  # the sets hold no versions: is it still parked there?
-                if (
-                    e is not None
-                    and e.parked_generation == parked_at
-                    and not e.unresolvable
-                    and uid not in self._in_flight
-                ):
-                    self._release(uid, e, now)
+        if self._scanned != generation:  # (nothing parked since, no change since: nothing to release)
+            self._scanned = generation
+            if len(self._parked) > 2 * len(self._entries) + 1024:
+                self._reindex_parked()
+            for key in [k for k in self._parked if self._changed_for(k[0], k[1], generation)]:
+                for uid in self._parked.pop(key):
+                    e = self._entries.get(uid)  # the sets hold no versions: is it still parked there?
+                    if (
+                        e is not None
+                        and (e.parked_generation, e.interest) == key
+                        and not e.unresolvable
+                        and uid not in self._in_flight
+                    ):
+                        self._release(uid, e, now)
         while self._flush and self._flush[0][0] <= now:
             _, uid, version = heapq.heappop(self._flush)
             flushed = self._current(uid, version)
@@ -255,6 +282,14 @@ class SchedulingQueue:
             ready = self._current(uid, version)
             if ready is not None:
                 self._release(uid, ready, now)
+
+    def _reindex_parked(self) -> None:
+        """Rebuilt from the entries: a group waiting for a kind of change that does not come keeps
+        the uids of pods flushed, re-added or gone since."""
+        self._parked = {}
+        for uid, e in self._entries.items():
+            if e.parked_generation is not None and not e.unresolvable and not e.gated and uid not in self._in_flight:
+                self._parked.setdefault((e.parked_generation, e.interest), set()).add(uid)
 
     def _take(self, uid: str, entry: _Entry) -> str:
         """In flight from now: the events that move it are recorded (``moved``) until it is back."""

@@ -18,6 +18,7 @@ from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
 from draxr.core.preemption import Candidate, Outcome, Releasing, preemption, rebuilt_hold
+from draxr.core.requeue import interest
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -88,7 +89,10 @@ class Scheduler:
         self.recorder = recorder
         self.features = features
         self.queue = SchedulingQueue(
-            settings.backoff_initial_seconds, settings.backoff_max_seconds, settings.unschedulable_flush_seconds
+            settings.backoff_initial_seconds,
+            settings.backoff_max_seconds,
+            settings.unschedulable_flush_seconds,
+            changes=state.changes,
         )
         self._bind_slots = asyncio.Semaphore(settings.bind_concurrency)
         self.binder = Binder(
@@ -369,7 +373,14 @@ class Scheduler:
 
     def _unschedulable(self, pod: PodInfo, result: Unschedulable, outcome: Outcome | None, generation: int) -> None:
         stamp = self._inventory_stamp() if result.until_inventory_changes else None
-        self.queue.failed(pod.uid, generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
+        self.queue.failed(
+            pod.uid,
+            generation,
+            unschedulable=True,
+            unresolvable=result.unresolvable,
+            stamp=stamp,
+            interest=interest(result.rejecting_plugins()),
+        )
         self._spawn(self._report_unschedulable(pod, result, outcome))
 
     async def _post_filter(self, pod: PodInfo, result: Unschedulable, generation: int) -> None:

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from draxr.core.requeue import ANY, ChangeLog
+
 
 @dataclass
 class _Entry:
@@ -20,6 +22,7 @@ class _Entry:
     rejected: bool = False  # the last attempt was unschedulable
     moved: bool = False  # added while in flight: its unschedulable attempt does not park it
     gated: bool = False  # refused at PreEnqueue: waits for ungate
+    interest: int = ANY  # the kinds of change it waits for
 
 
 @dataclass
@@ -27,6 +30,7 @@ class SchedulingQueue:
     backoff_initial: float = 1.0
     backoff_max: float = 60.0
     flush_after: float = 60.0
+    changes: ChangeLog | None = None
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _order: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (-priority, created)
     _in_flight: set[str] = field(default_factory=set)
@@ -57,7 +61,9 @@ class SchedulingQueue:
     def in_flight(self) -> frozenset[str]:
         return frozenset(self._in_flight)
 
-    def failed(self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False) -> None:
+    def failed(
+        self, uid: str, generation: int, *, unschedulable: bool, unresolvable: bool = False, interest: int = ANY
+    ) -> None:
         """Back off; an unschedulable pod also waits for a cluster change (or its own update)."""
         self._in_flight.discard(uid)
         entry = self._entries.get(uid)
@@ -69,6 +75,7 @@ class SchedulingQueue:
         parks = unschedulable and not entry.moved
         entry.moved = False
         entry.parked_generation = generation if parks else None
+        entry.interest = interest
         entry.rejected = unschedulable
         entry.parked_at = now
         entry.unresolvable = unresolvable and parks
@@ -112,7 +119,12 @@ class SchedulingQueue:
             return True
         if now - e.parked_at >= self.flush_after:
             return True
-        return not e.unresolvable and generation != e.parked_generation
+        return not e.unresolvable and self._changed(e, generation)
+
+    def _changed(self, e: _Entry, generation: int) -> bool:
+        if generation == e.parked_generation or e.parked_generation is None:
+            return False
+        return self.changes is None or bool(self.changes.since(e.parked_generation) & e.interest)
 
     def next_ready(self, generation: int) -> tuple[str | None, float | None]:
         """The best eligible pod, or how long until one may become eligible by time alone."""
@@ -155,7 +167,7 @@ class SchedulingQueue:
         """No longer parked: never parked since, flushed, or a cluster change came."""
         if e.parked_generation is None or now - e.parked_at >= self.flush_after:
             return True
-        return not e.unresolvable and generation != e.parked_generation
+        return not e.unresolvable and self._changed(e, generation)
 
     async def pop(self, generation: Callable[[], int]) -> str:
         while True:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from draxr.core.requeue import ANY, Change, ChangeLog, interest
 from draxr.queue import SchedulingQueue
 
 
@@ -206,6 +207,57 @@ def test_unschedulable_waits_for_a_cluster_change(clock: Clock) -> None:
     clock.advance(1.0)  # backoff over, but nothing changed
     assert q.next_ready(5) == (None, pytest.approx(59.0))
     assert q.next_ready(6)[0] == "a"
+
+
+def test_a_parked_pod_waits_for_a_change_its_rejecting_plugins_registered_for(clock: Clock) -> None:
+    """Upstream's queueing hints, by kind (core.requeue): a pod short of devices is not retried
+    because a pod was deleted elsewhere, only when a claim is freed (or a slice, class, node
+    changes); a pod short of cpu is retried on the deletion."""
+    changes = ChangeLog()
+    q = queue(clock, initial=1.0, flush=60.0)
+    q.changes = changes
+    q.add("devices", 0, "t1")
+    q.add("cpu", 0, "t2")
+    assert drain(q, changes.generation) == ["devices", "cpu"]
+    q.failed("devices", changes.generation, unschedulable=True, interest=interest(["DynamicResources"]))
+    q.failed("cpu", changes.generation, unschedulable=True, interest=interest(["NodeResourcesFit"]))
+    clock.advance(2.0)  # both backoffs over
+    changes.record(Change.POD_FREED)
+    assert drain(q, changes.generation) == ["cpu"]
+    changes.record(Change.POD_PLACED)  # (nothing either waits for)
+    assert drain(q, changes.generation) == []
+    changes.record(Change.CLAIM_FREED)
+    assert drain(q, changes.generation) == ["devices"]
+
+
+def test_a_change_while_a_pod_is_in_flight_releases_it_only_if_it_waits_for_that_kind(clock: Clock) -> None:
+    """Parked at the generation its attempt started: a change of its kind that came meanwhile
+    releases it at once; one of another kind does not."""
+    changes = ChangeLog()
+    q = queue(clock, initial=1.0, flush=60.0)
+    q.changes = changes
+    q.add("a", 0, "t1")
+    q.add("b", 0, "t2")
+    started = changes.generation
+    assert drain(q, started) == ["a", "b"]
+    changes.record(Change.SLICE)  # while both are in flight
+    q.failed("a", started, unschedulable=True, interest=interest(["DynamicResources"]))
+    q.failed("b", started, unschedulable=True, interest=interest(["NodeAffinity"]))
+    clock.advance(2.0)
+    assert drain(q, changes.generation) == ["a"]
+
+
+def test_a_rejection_naming_no_known_plugin_waits_for_any_change(clock: Clock) -> None:
+    assert interest([]) == interest(["SomeOutOfTreePlugin", "NodeResourcesFit"]) == ANY
+    changes = ChangeLog()
+    q = queue(clock, initial=1.0, flush=60.0)
+    q.changes = changes
+    q.add("a", 0, "t")
+    assert drain(q, changes.generation) == ["a"]
+    q.failed("a", changes.generation, unschedulable=True, interest=interest([]))
+    clock.advance(2.0)
+    changes.record(Change.NAMESPACE)
+    assert drain(q, changes.generation) == ["a"]
 
 
 def test_unschedulable_pod_released_by_a_change_is_taken_early_when_nothing_is_active(clock: Clock) -> None:
@@ -477,6 +529,8 @@ async def test_pop_flushes_unresolvable_pod_after_the_interval(clock: Clock) -> 
 
 # --------------------------------------------------------------------------- against the old queue
 
+_KINDS = (Change.POD_FREED, Change.CLAIM_FREED, Change.NODE_UPDATED, Change.SLICE)
+
 
 @settings(max_examples=600, deadline=None)
 @given(
@@ -500,18 +554,24 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
     saved = reference_queue.time
     reference_queue.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
     try:
+        changes = ChangeLog()
         new = queue(clock, initial=1.0, maximum=4.0, flush=10.0)
-        old = reference_queue.SchedulingQueue(backoff_initial=1.0, backoff_max=4.0, flush_after=10.0)
-        gen = 0
+        new.changes = changes
+        old = reference_queue.SchedulingQueue(backoff_initial=1.0, backoff_max=4.0, flush_after=10.0, changes=changes)
         for op, uid, n in ops:
             if op == "add":
                 new.add(uid, n, f"t{n % 2}")
                 old.add(uid, n, f"t{n % 2}")
             elif op == "next":
+                gen = changes.generation
                 assert new.next_ready(gen)[0] == old.next_ready(gen)[0]
             elif op in ("fail", "park", "stuck") and uid in old.in_flight():
-                new.failed(uid, gen - n % 2, unschedulable=op != "fail", unresolvable=op == "stuck")
-                old.failed(uid, gen - n % 2, unschedulable=op != "fail", unresolvable=op == "stuck")
+                # parked at the generation its attempt started (one change may have come since),
+                # waiting for one or two kinds of change
+                at = max(0, changes.generation - n % 2)
+                wants = _KINDS[n] | (_KINDS[(n + 1) % 4] if uid == "c" else Change(0))
+                new.failed(uid, at, unschedulable=op != "fail", unresolvable=op == "stuck", interest=wants)
+                old.failed(uid, at, unschedulable=op != "fail", unresolvable=op == "stuck", interest=wants)
             elif op == "done" and uid in old.in_flight():
                 new.done(uid)
                 old.done(uid)
@@ -527,7 +587,7 @@ def test_hands_out_exactly_what_the_scanning_queue_did(ops: list[tuple[str, str,
             elif op == "tick":
                 clock.advance((n + 1) * 4.0)
             elif op == "change":
-                gen += 1
+                changes.record(_KINDS[n])
             assert new.in_flight() == old.in_flight()
             assert new.pending() == old.pending()
     finally:

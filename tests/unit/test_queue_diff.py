@@ -127,9 +127,9 @@ def _drop_node_events(op: Any) -> None:
     upsert = state.upsert_node
 
     def quiet(node: Any) -> None:
-        before = state.generation
+        before = (state.changes.generation, list(state.changes._last))
         upsert(node)
-        state.generation = before
+        state.changes.generation, state.changes._last = before
 
     state.upsert_node = quiet
 

@@ -15,6 +15,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from draxr.binder import Binder, BindingFailed
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, Unschedulable, schedule
+from draxr.core.requeue import Change
 from draxr.core.state import ClusterState
 from draxr.core.storage import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
 from draxr.explain import pending_report, render
@@ -317,7 +318,7 @@ async def test_a_pod_whose_claim_is_missing_is_retried_on_the_claims_arrival_not
     stamp = sched._inventory_stamp() if result.until_inventory_changes else None
     sched.queue.failed(info.uid, state.generation, unschedulable=True, unresolvable=result.unresolvable, stamp=stamp)
     await asyncio.sleep(0.01)  # the backoff is over
-    state.generation += 1  # something else changed (a pod, a node)
+    state.changes.record(Change.POD_FREED | Change.NODE_UPDATED)  # something else changed (a pod, a node)
     assert sched.queue.next_ready(state.generation, sched._inventory_stamp())[0] is None
     by_name(_SinkOf(state))["persistentvolumeclaims"].upsert(pvc("data", cls="local", ns=NS))
     assert sched.queue.next_ready(state.generation, sched._inventory_stamp())[0] == info.uid

@@ -98,6 +98,13 @@ class Unschedulable:
     def status_of(self, node: str) -> Status | None:
         return self.every_node if self.every_node is not None else self.statuses.get(node)
 
+    def rejecting_plugins(self) -> set[str]:
+        """Upstream's UnschedulablePlugins: the plugins of the statuses (none when the attempt ended
+        before the nodes, or a status names none: then any change may help, core.requeue)."""
+        statuses = [self.every_node] if self.every_node is not None else self.statuses.values()
+        plugins = {s.plugin for s in statuses}
+        return set() if "" in plugins else plugins
+
 
 def _summary(total: int, reasons: Counter[str]) -> str:
     if total == 0:

@@ -508,9 +508,7 @@ def _to_the_end(steps: Callable[P, Generator[None, None, Outcome]]) -> Callable[
 preempt = _to_the_end(preemption)  # the same in one go (tests, benches, the differential)
 
 
-def rebuilt_hold(
-    pod: PodInfo, state: ClusterState, features: Features
-) -> tuple[Mapping[str, Any], Releasing] | None:
+def rebuilt_hold(pod: PodInfo, state: ClusterState, features: Features) -> tuple[Mapping[str, Any], Releasing] | None:
     """After a leader change: the devices to hold again for a pod nominated by an earlier leader's
     preemption (the hold lived in that leader's memory; the nomination is in the pod's status).
     The devices the pod gets on its nominated node once the lower-priority pods being preempted

@@ -44,6 +44,7 @@ from draxr.core.migration import (
 )
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.quantity import milli_value, value
+from draxr.core.requeue import Change, ChangeLog
 from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
 
@@ -563,7 +564,8 @@ class ClusterState:
         self.unadopted: dict[str, tuple[int, object, frozenset[str]]] = {}
         self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
-        self.generation = 0  # bumped on every change that can make a pending pod schedulable
+        # Every change that can make a pending pod schedulable, by kind (``generation`` counts them).
+        self.changes = ChangeLog()
         # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
         # nodes alone (spreading's topology domains) are valid while it stays.
         self.node_revision = 0
@@ -626,10 +628,15 @@ class ClusterState:
         NodeVolumeLimits' and VolumeRestrictions' queueing hints: a PV or claim added or updated,
         a class, CSINode, CSIDriver or CSIStorageCapacity added or updated, a VolumeAttachment
         deleted)."""
-        self.generation += 1
+        self.changes.record(Change.STORAGE)
         self.storage_revision += 1
 
     # ---- nodes ---------------------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        """Bumped by every change that can make a pending pod schedulable (``changes`` says which)."""
+        return self.changes.generation
+
     def touch_node(self, name: str) -> None:
         """Something per-node placement reads of the node changed (see ``node_stamps``)."""
         self.node_stamps[name] = next(self._stamps)
@@ -674,7 +681,8 @@ class ClusterState:
             self._count_images(old, -1)
             self._count_images(info, +1)
         if old is None or info.scheduling_properties() != old.scheduling_properties():
-            self.generation += 1  # (a status heartbeat changes nothing a filter reads)
+            # (a status heartbeat changes nothing a filter reads)
+            self.changes.record(Change.NODE_ADDED if old is None else Change.NODE_UPDATED)
             self.node_revision += 1
 
     def _count_images(self, node: NodeInfo | None, sign: int) -> None:
@@ -694,7 +702,7 @@ class ClusterState:
             self._sorted_names = None
         self.touch_node(name)
         self.inventory.forget_node(name)
-        self.generation += 1
+        self.changes.record(Change.NODE_REMOVED)
         self.node_revision += 1
 
     # ---- pods ----------------------------------------------------------------------------------
@@ -732,9 +740,9 @@ class ClusterState:
         self.pods[info.uid] = info
         self._account(info, +1)
         if old is not None and self._placed_on(old) and not self._placed_on(info):
-            self.generation += 1  # resources freed
+            self.changes.record(Change.POD_FREED)  # resources freed
         elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
-            self.generation += 1  # a pod placed: pods waiting for affinity or spreading may fit
+            self.changes.record(Change.POD_PLACED)  # a pod placed: pods waiting for affinity or spreading may fit
         if info.inputs is not None and info.inputs.depends_on_pods:
             self._waiting_on_pods.add(info.uid)
         else:
@@ -781,7 +789,7 @@ class ClusterState:
         self.assumed_nodes.pop(uid, None)
         self._waiting_on_pods.discard(uid)
         if info is not None:
-            self.generation += 1
+            self.changes.record(Change.POD_FREED)
             if uid in self.special_claims:
                 self.gone_pod_schedulers[uid] = info.scheduler_name
         return info
@@ -984,11 +992,11 @@ class ClusterState:
         name = str(meta.get("name") or "")
         if self.namespace_labels_by_name.get(name) != labels:
             self.namespace_labels_by_name[name] = labels
-            self.generation += 1
+            self.changes.record(Change.NAMESPACE)
 
     def remove_namespace(self, name: str) -> None:
         if self.namespace_labels_by_name.pop(name, None) is not None:
-            self.generation += 1
+            self.changes.record(Change.NAMESPACE)
 
     def upsert_workload(self, obj: Mapping[str, Any]) -> None:
         """A Service, ReplicationController, ReplicaSet or StatefulSet: only its selector is kept."""
@@ -1028,7 +1036,7 @@ class ClusterState:
         self._account(info, -1)
         self.assumed_nodes.pop(uid, None)
         self._account(info, +1)
-        self.generation += 1
+        self.changes.record(Change.POD_FREED)
 
     # ---- DRA objects ---------------------------------------------------------------------------
     def upsert_slice(self, obj: Mapping[str, Any]) -> None:
@@ -1038,12 +1046,12 @@ class ClusterState:
             return  # delivered again: nothing changed, and the inventory's caches stay valid
         self.inventory.upsert_slice(compact(without_managed_fields(obj)))
         self._slice_versions[name] = rv
-        self.generation += 1
+        self.changes.record(Change.SLICE)
 
     def remove_slice(self, name: str) -> None:
         self.inventory.remove_slice(name)
         self._slice_versions.pop(name, None)
-        self.generation += 1
+        self.changes.record(Change.SLICE)
 
     def upsert_class(self, obj: Mapping[str, Any]) -> None:
         obj = without_managed_fields(obj)
@@ -1063,7 +1071,7 @@ class ClusterState:
     def _remap(self) -> None:
         # Recomputed from the full list: the upstream incremental cache drops names on rename.
         self.mapping = build_mapping(self.classes.values(), self.overrides)
-        self.generation += 1
+        self.changes.record(Change.CLASS)
 
     def upsert_claim(self, claim: Mapping[str, Any] | ClaimInfo) -> bool:
         """Record a claim seen by a watch or returned by a write (or a listing's ClaimInfo). Older
@@ -1090,7 +1098,7 @@ class ClusterState:
         if info.owner is not None:
             self.special_claims.setdefault(info.owner[1], set()).add(key)
         if old is not None and old.allocated and not info.allocated:
-            self.generation += 1
+            self.changes.record(Change.CLAIM_FREED)
         if info.adoption_node:
             self._adoption_keys.add(key)
         else:
@@ -1098,7 +1106,7 @@ class ClusterState:
         if (old.adopts if old is not None else None) != info.adopts:
             self._index_adoption(old, -1)
             self._index_adoption(info, +1)
-            self.generation += 1  # pods waiting for the node's device-plugin pods to be adopted
+            self.changes.record(Change.ADOPTION)  # pods waiting for the node's device-plugin pods to be adopted
         return True
 
     def _index_adoption(self, claim: ClaimInfo | None, sign: int) -> None:
@@ -1127,7 +1135,7 @@ class ClusterState:
                 if not keys:
                     self.special_claims.pop(claim.owner[1], None)
                     self.gone_pod_schedulers.pop(claim.owner[1], None)
-            self.generation += 1
+            self.changes.record(Change.CLAIM_FREED)
 
     def _index_consumers(self, key: str, claim: ClaimInfo | None, sign: int) -> None:
         if claim is None:
@@ -1197,7 +1205,7 @@ class ClusterState:
 
     def forget_allocation(self, key: str) -> None:
         self.tracker.forget(key)
-        self.generation += 1
+        self.changes.record(Change.CLAIM_FREED)
 
     def allocation_in_flight(self, key: str) -> bool:
         """An allocation of claim ``key`` ("namespace/name") is assumed while the claim, as last seen,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from draxr.core.requeue import interest
 from draxr_dev.queue_diff.casegen import SCHEDULER
 from draxr_dev.scheduling import harness as go_harness
 
@@ -166,7 +167,9 @@ class DraxrSide:
         self.popped[index] = (want, self.sched.state.generation, self._stamp())
         return True
 
-    def end(self, step: Mapping[str, Any]) -> None:
+    def end(self, step: Mapping[str, Any], plugins: Sequence[str] = ()) -> None:
+        """``plugins``: a fail's rejecting plugins as upstream reported them (its pick for
+        ``byPod``); draxr's cycle names the same ones (Unschedulable.rejecting_plugins)."""
         index = int(step["pop"])
         taken = self.popped.get(index)
         if taken is None or index in self.ended:
@@ -181,7 +184,7 @@ class DraxrSide:
             elif flavor == "inventory":
                 self.queue.failed(uid, generation, unschedulable=True, unresolvable=True, stamp=stamp)
             else:
-                self.queue.failed(uid, generation, unschedulable=True)
+                self.queue.failed(uid, generation, unschedulable=True, interest=interest(plugins))
             return
         name = uid.removeprefix("uid-")
         current = self.objects.get(("Pod", name))
@@ -286,7 +289,8 @@ def _run_one(side: DraxrSide, seq: Mapping[str, Any], go: Mapping[str, Any]) -> 
                 out.steps.append(PyStep(side.eligible(), side.in_flight(), note=f"cannot pop {popped}"))
                 return out
         elif op in ("fail", "bind", "nominate"):
-            side.end(step)
+            reported = upstream[i].get("plugins") if i < len(upstream) else None
+            side.end(step, reported or step.get("plugins") or ())
         elif op == "advance":
             side.advance(float(step["seconds"]))
         else:
