@@ -14,8 +14,10 @@ poddisruptionbudgets list/watch: RBAC is exercised).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -104,8 +106,19 @@ async def scenario_cpu(kube: Kube, namespace: str, prefix: str, scheduler: str, 
             prio = priorities[0] if i < 4 else priorities[1]
             fill.append(body(f"a{i}", {"cpu": "8"}, scheduler, prio, prefix, n0))
             fill.append(body(f"b{i}", {"cpu": "8"}, scheduler, priorities[5], prefix, n1))
+        # The pods of priority 0 start one after another, each in a later second than the one
+        # before (startTime has seconds only): which two are the victims is then defined, the two
+        # started last, with no tie for either scheduler to break its own way.
+        starts: dict[str, str] = {}
         for p in fill:
+            name = p["metadata"]["name"]
             await kube.create(PODS, p, namespace)
+            if p["spec"]["priorityClassName"] != priorities[0]:
+                continue
+            await eventually(lambda n=name: running(kube, namespace, [n]), timeout=60)
+            starts[name] = (await kube.get(PODS, name, namespace))["status"]["startTime"]
+            started = datetime.strptime(starts[name], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            await asyncio.sleep(max(0.0, (started + timedelta(seconds=1.1) - datetime.now(UTC)).total_seconds()))
         await eventually(lambda: running(kube, namespace, [p["metadata"]["name"] for p in fill]), timeout=90)
         hi = await kube.create(
             PODS, body("hi", {"cpu": "16", ext: "1"}, scheduler, priorities[100000], prefix), namespace
@@ -128,6 +141,7 @@ async def scenario_cpu(kube: Kube, namespace: str, prefix: str, scheduler: str, 
             "preempted": preempted,
             "failed": failed,
             "uid": hi["metadata"]["uid"],
+            "starts": starts,
         }
     finally:
         await kube.request("DELETE", PODS.path(namespace), query={"gracePeriodSeconds": 0})
@@ -159,8 +173,11 @@ async def test_cpu_preemption_evicts_the_same_victims_as_kube_scheduler(
     # on it the two pods of priority 0 started last are the fewest that free 16 cpus.
     assert ours["node"] == ours["nodes"][0]
     assert theirs["node"] == theirs["nodes"][0]
-    assert len(ours["gone"]) == len(theirs["gone"]) == 2
-    assert all(g.startswith("a") and int(g[1:]) < 4 for g in ours["gone"] + theirs["gone"]), (ours, theirs)
+    for run in (ours, theirs):
+        assert len(set(run["starts"].values())) == 4, run["starts"]  # no tie among the priority-0 pods
+    latest = sorted(theirs["starts"], key=theirs["starts"].__getitem__)[2:]
+    assert theirs["gone"] == sorted(latest), theirs
+    assert ours["gone"] == theirs["gone"], (ours["gone"], theirs["gone"])
     for run, reporter in ((ours, SCHEDULER), (theirs, "default-scheduler")):
         assert len(run["preempted"]) == 2, run["preempted"]
         for e in run["preempted"]:
