@@ -28,10 +28,16 @@ from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
+from . import seeds
 from .integration import manifests
 from .integration.clusters import service_account_dir
 from .integration.embedded import OperatorThread, fast_settings
 from .integration.helpers import certs_loaded, eventually
+
+
+def pytest_report_header() -> str:
+    """The run's seed (tests/seeds.py) and the command that replays it, at the top of the output."""
+    return seeds.header()
 
 
 @pytest.fixture(scope="session")

@@ -14,28 +14,30 @@ Lease (audit log); a SIGSTOPped leader's Lease taken over and the leader gone af
 replica exit explained by a fault; the observer's polls failing only while kube-apiserver is down.
 And it must have seen what makes those checks not vacuous: a floor of preemptions and victims, the
 dry runs' reports read (Events and log lines), claims checked while held, takeovers in the audit
-log, the time limits able to run out in the fault phase and the settle phase. DRAXR_CHAOS_SEED
-picks another seed (the run prints its own); the full-size run is
-``bench/chaos.py`` (bench/README.md)."""
+log, the time limits able to run out in the fault phase and the settle phase. The seed is
+DRAXR_CHAOS_SEED, else the run's DRAXR_TEST_SEED (hack/test.sh draws one per run), else 11; the
+run prints its own. The full-size run is ``bench/chaos.py`` (bench/README.md)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from ..bench_loader import load
+from ..seeds import seed
 
 chaos = load("chaos")
 
 
 @pytest.mark.timeout(480)
 async def test_chaos_run_breaks_no_invariant() -> None:
-    cfg = chaos.Config.ci(seed=int(os.environ.get("DRAXR_CHAOS_SEED", "11")))
+    cfg = chaos.Config.ci(seed=seed("DRAXR_CHAOS_SEED", 11))
     t0 = time.monotonic()
     result = await chaos.run_chaos(cfg)
     print(f"\n{chaos.table(result)}\n[chaos] wall {time.monotonic() - t0:.0f} s, seed {cfg.seed}")
+    print(f"[chaos] replay: DRAXR_CHAOS_SEED={cfg.seed} bash hack/test.sh tests/integration/test_chaos.py")
+    assert set(result["faults"]) == set(chaos.KINDS)
     assert {k: f["count"] for k, f in result["faults"].items() if f["count"] == 0} == {}, "every kind of fault"
     assert {k: f["skipped"] for k, f in result["faults"].items() if f["skipped"]} == {}, "no fault skipped"
     assert result["pods_bound"] > 0

@@ -1,0 +1,28 @@
+"""The seeds of the generated tests (the differentials' cases, the chaos run's faults).
+
+Each test reads its own variable first (``DRAXR_SCHED_DIFF_SEED``, ``DRAXR_CHAOS_SEED``, ...),
+then ``DRAXR_TEST_SEED``, then its fixed default. ``bash hack/test.sh`` (what CI runs) draws a new
+``DRAXR_TEST_SEED`` per run unless one is given and prints it, and pytest's header repeats it with
+the command that replays the run (docs/developer/testing.md, "Seeds"); a plain ``pytest`` without
+it uses the defaults, the reference seeds the known deviations are pinned at
+(tests/differential/known_deviations.json).
+"""
+
+from __future__ import annotations
+
+import os
+
+RUN_SEED = "DRAXR_TEST_SEED"
+
+
+def seed(variable: str, default: int) -> int:
+    """The seed: ``variable``, else the run's ``DRAXR_TEST_SEED``, else ``default``."""
+    return int(os.environ.get(variable) or os.environ.get(RUN_SEED) or default)
+
+
+def header() -> str:
+    """pytest's header line: the run's seed and how to replay it."""
+    value = os.environ.get(RUN_SEED)
+    if not value:
+        return f"seeds: the tests' defaults ({RUN_SEED} unset); hack/test.sh draws one per run"
+    return f"seeds: {RUN_SEED}={value}; replay: {RUN_SEED}={value} bash hack/test.sh [tests/differential ...]"
