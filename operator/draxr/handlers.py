@@ -32,7 +32,7 @@ from draxr.kube import (
     Resource,
 )
 from draxr.mapping_status import MAPPINGS
-from draxr.migrator import RECORDS
+from draxr.migrator import DEVICE_TAINT_RULES, RECORDS
 from draxr.watch import Target
 
 JSON = dict[str, Any]
@@ -143,6 +143,14 @@ def targets(sink: Sink) -> list[Target]:
         Target("nodes", NODES, *cluster_input(state.upsert_node, state.remove_node)),
         Target("resourceslices", RESOURCE_SLICES, *cluster_input(state.upsert_slice, state.remove_slice)),
         Target("deviceclasses", DEVICE_CLASSES, *cluster_input(state.upsert_class, state.remove_class)),
+        # Their taints on the devices they select, as kube-scheduler's allocator sees them. Not
+        # served before 1.37 (resource.k8s.io/v1): the informer waits for the kind meanwhile.
+        Target(
+            "devicetaintrules",
+            DEVICE_TAINT_RULES,
+            *cluster_input(state.upsert_taint_rule, state.remove_taint_rule),
+            optional=True,
+        ),
         Target("resourceclaims", RESOURCE_CLAIMS, sink.claim_upserted, sink.claim_deleted),
         # What inter-pod affinity and the default topology spreading read besides pods and nodes.
         Target("namespaces", NAMESPACES, *cluster_input(state.upsert_namespace, state.remove_namespace)),

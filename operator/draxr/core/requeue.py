@@ -23,7 +23,7 @@ class Change(IntFlag):
     POD_FREED = 1 << 3  # an assigned pod deleted, ended, or its assumed binding forgotten
     POD_PLACED = 1 << 4  # an assigned pod added (pods waiting for affinity or spreading)
     CLAIM_FREED = 1 << 5  # a claim deallocated, deleted, or an assumed allocation forgotten
-    SLICE = 1 << 6  # a ResourceSlice added, changed or removed
+    SLICE = 1 << 6  # a ResourceSlice added, changed or removed; a DeviceTaintRule changing its devices' taints
     CLASS = 1 << 7  # a DeviceClass or an ExtendedResourceMapping: the extended-resource mapping
     ADOPTION = 1 << 8  # device-plugin pods adopted or let go (draxr's migration)
     STORAGE = 1 << 9  # PVs, PVCs, StorageClasses, CSI objects, VolumeAttachments

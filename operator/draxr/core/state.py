@@ -1053,6 +1053,16 @@ class ClusterState:
         self._slice_versions.pop(name, None)
         self.changes.record(Change.SLICE)
 
+    def upsert_taint_rule(self, obj: Mapping[str, Any]) -> None:
+        """A DeviceTaintRule: its taint on the devices it selects, as kube-scheduler's allocator
+        sees them (the inventory applies it as upstream's slice tracker does)."""
+        if self.inventory.upsert_taint_rule(compact(without_managed_fields(obj))):
+            self.changes.record(Change.SLICE)  # (upstream: an update of the patched slices)
+
+    def remove_taint_rule(self, name: str) -> None:
+        if self.inventory.remove_taint_rule(name):
+            self.changes.record(Change.SLICE)
+
     def upsert_class(self, obj: Mapping[str, Any]) -> None:
         obj = without_managed_fields(obj)
         self.classes[obj["metadata"]["name"]] = obj

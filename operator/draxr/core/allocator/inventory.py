@@ -7,6 +7,10 @@ and are invalidated precisely:
   labels, and (only for pools that needed the full-pool scan) of all slices;
 * class-selector matches: keyed by the class's and the slice's (uid, resourceVersion), so a new
   version of either simply misses the cache. Objects without resourceVersion are never cached.
+
+DeviceTaintRules (`upsert_taint_rule`, `remove_taint_rule`) are applied to the slices they select
+as upstream's slice tracker does (`taint_rules`): every slice held is the slice with the rules'
+taints, its unpatched form kept aside while a rule selects one of its devices.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from draxr.core.allocator.claim_requests import ClassInfo, parse_class
 from draxr.core.allocator.features import Features
 from draxr.core.allocator.model import SliceInfo, parse_slice
 from draxr.core.allocator.pools import Pool, gather_pools_ex
+from draxr.core.allocator.taint_rules import TaintRule, apply_taint_rules, parse_taint_rule
 
 __all__ = ["Inventory"]
 
@@ -59,6 +64,11 @@ class Inventory:
         self.revision = 0
         self._classes: dict[str, ClassInfo] = {}
         self.class_revision = 0
+        # DeviceTaintRules by name, and by the pool their selector names (None: any pool); the
+        # slices a rule patches, unpatched (slice id -> SliceInfo as parsed).
+        self._rules: dict[str, TaintRule] = {}
+        self._rules_by_pool: dict[str | None, dict[str, TaintRule]] = {}
+        self._unpatched: dict[int, SliceInfo] = {}
         self._pools: dict[str, _PoolsEntry] = {}
         self._local_devices: dict[str, tuple[int, int, tuple[tuple[str, str], ...]]] = {}
         self.class_matches: dict[tuple[tuple[str, str], tuple[str, str], int], MatchOutcome] = {}
@@ -80,6 +90,7 @@ class Inventory:
 
     def _add(self, info: SliceInfo) -> int:
         sid = next(self._ids)
+        info = self._patched(sid, info)
         self._slices[sid] = info
         self._by_name[info.name] = sid
         self._index(sid, info, +1)
@@ -115,6 +126,9 @@ class Inventory:
         if sid is None:
             self._add(info)
             return
+        self._replace(sid, self._patched(sid, info))
+
+    def _replace(self, sid: int, info: SliceInfo) -> None:
         old = self._slices[sid]
         self._index(sid, old, -1)
         self._slices[sid] = info  # keeps its position, like an informer update
@@ -125,7 +139,65 @@ class Inventory:
         if sid is None:
             return
         old = self._slices.pop(sid)
+        self._unpatched.pop(sid, None)
         self._index(sid, old, -1)
+
+    # -- DeviceTaintRules ---------------------------------------------------------------------
+
+    def _patched(self, sid: int, info: SliceInfo) -> SliceInfo:
+        """``info`` (as parsed) with the taints of the rules that select its devices."""
+        rules = [*self._rules_by_pool.get(info.pool, {}).values(), *self._rules_by_pool.get(None, {}).values()]
+        patched = apply_taint_rules(info, sorted(rules, key=lambda r: r.name)) if rules else info
+        if patched is info:
+            self._unpatched.pop(sid, None)
+        else:
+            self._unpatched[sid] = info
+        return patched
+
+    def upsert_taint_rule(self, raw: Mapping[str, Any]) -> bool:
+        """A DeviceTaintRule added or changed; True when some device's taints changed."""
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        rule = parse_taint_rule(raw)
+        old = self._rules.get(name)
+        if rule == old:
+            return False
+        self._drop_rule(name)
+        if rule is not None:
+            self._rules[name] = rule
+            self._rules_by_pool.setdefault(rule.pool, {})[name] = rule
+        return self._resync(r for r in (old, rule) if r is not None)
+
+    def remove_taint_rule(self, name: str) -> bool:
+        """A DeviceTaintRule deleted; True when some device's taints changed."""
+        old = self._drop_rule(name)
+        return old is not None and self._resync((old,))
+
+    def _drop_rule(self, name: str) -> TaintRule | None:
+        old = self._rules.pop(name, None)
+        if old is not None:
+            by_pool = self._rules_by_pool[old.pool]
+            del by_pool[name]
+            if not by_pool:
+                del self._rules_by_pool[old.pool]
+        return old
+
+    def _resync(self, rules: Iterable[TaintRule]) -> bool:
+        """Patch again the slices these rules (as they were or are now) select: upstream's
+        syncSlice for the slices of a rule event. True when some device's taints changed."""
+        rules = tuple(rules)
+        changed = False
+        for sid, info in list(self._slices.items()):
+            if not any(r.selects_slice(info) and any(r.selects(info, d) for d in info.devices) for r in rules):
+                continue
+            patched = self._patched(sid, self._unpatched.get(sid, info))
+            if [d.taints for d in patched.devices] != [d.taints for d in info.devices]:
+                self._replace(sid, patched)
+                changed = True
+        return changed
+
+    @property
+    def taint_rules(self) -> dict[str, TaintRule]:
+        return dict(self._rules)
 
     @property
     def all_slices(self) -> list[SliceInfo]:
