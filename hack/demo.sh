@@ -62,14 +62,19 @@ for d in yaml.safe_load_all(sys.stdin):
         for h in d["webhooks"]:
             h["clientConfig"] = {"url": "https://127.0.0.1:18443/mutate-pods"}
         print(yaml.safe_dump(d))' | "$BIN/kubectl" apply -f -
-.venv/bin/draxr run --kubeconfig "$KUBECONFIG" --bind-address 127.0.0.1 --metrics-port 18080 --health-port 18081 \
+# draxr exits when it loses its leadership (an API-server outage longer than its lease), as
+# kube-scheduler does, and counts on kubelet to start it again: here draxr_dev.devcluster.supervise
+# does, with kubelet's back-off (10 s, doubling up to 5 min). draxr.pid is the supervisor's.
+.venv/bin/python -m draxr_dev.devcluster.supervise --name draxr -- \
+  .venv/bin/draxr run --kubeconfig "$KUBECONFIG" --bind-address 127.0.0.1 --metrics-port 18080 --health-port 18081 \
   --webhook-port 18443 --webhook-namespace draxr-system --webhook-extra-hosts 127.0.0.1 \
   > "$DEV/draxr.log" 2>&1 &
 echo $! > "$DEV/draxr.pid"
 for _ in $(seq 120); do curl -sfk https://127.0.0.1:18443/healthz >/dev/null && break; sleep 0.5; done
 sleep 1  # the API server picks up the caBundle draxr wrote
-echo "draxr running (pid $(cat "$DEV/draxr.pid"), log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics," \
-  "webhook https://127.0.0.1:18443)"
+echo "draxr running (log $DEV/draxr.log, metrics http://127.0.0.1:18080/metrics, webhook https://127.0.0.1:18443)," \
+  "supervised as kubelet would (pid $(cat "$DEV/draxr.pid")): restarted whenever it exits, e.g. after an" \
+  "API-server outage longer than its lease, with kubelet's back-off (10 s doubling up to 5 min)"
 echo
 echo "\$ draxr capacity   # before"
 .venv/bin/draxr capacity --kubeconfig "$KUBECONFIG"

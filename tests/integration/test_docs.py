@@ -26,8 +26,11 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import tempfile
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -187,6 +190,7 @@ def quickstart() -> Iterator[dict[str, str]]:
     try:
         out = run(demo[0], env, timeout=900)
         assert "all pods completed; their claims were released (0 left in the namespace)" in out, out[-3000:]
+        assert "supervised as kubelet would" in out, out[-3000:]  # the demo says it restarts draxr
         yield {**env, "KUBECONFIG": str(dev / "admin.kubeconfig")}
     finally:
         subprocess.run(
@@ -212,12 +216,61 @@ def test_page_runs_in_the_quick_start_environment(quickstart: dict[str, str], pa
         assert "is bound to node" in text, text[-2000:]
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _draxr_of(supervisor: int) -> int | None:
+    """The ``draxr run`` the demo's supervisor runs now, if any."""
+    return next((c for c in _children(supervisor) if "draxr run" in _cmdline(c)), None)
+
+
+def test_the_demo_starts_draxr_again_when_it_exits(quickstart: dict[str, str]) -> None:
+    """draxr exits on lost leadership (an API-server outage longer than its Lease) and counts on
+    being restarted, as kubelet does in a cluster: the demo's supervisor starts it again, with
+    kubelet's back-off, and the new one serves."""
+    dev = Path(quickstart["DRAXR_DEV_DIR"])
+    supervisor = int((dev / "draxr.pid").read_text())
+    first = _draxr_of(supervisor)
+    assert first is not None, (_cmdline(supervisor), _children(supervisor))
+    os.kill(first, signal.SIGKILL)
+    for _ in range(600):  # the back-off is 10 s; the new draxr then starts its servers
+        again = _draxr_of(supervisor)
+        if again not in (None, first) and _healthy():
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError((dev / "draxr.log").read_text()[-4000:])
+    log = (dev / "draxr.log").read_text()
+    assert re.search(r"draxr: exited \(-9\) after \d+s: restarting in 10s \(restart 1;", log), log[-4000:]
+
+
+def _healthy() -> bool:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:18081/healthz", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 def test_demo_down_stops_everything(quickstart: dict[str, str]) -> None:
-    """``bash hack/demo.sh down``, as written, last: draxr and every control-plane process are gone."""
+    """``bash hack/demo.sh down``, as written, last: draxr (its supervisor and the draxr it runs) and
+    every control-plane process are gone."""
     downs = blocks_of({"down"})
     assert downs
     dev = Path(quickstart["DRAXR_DEV_DIR"])
     pids = [int((dev / "draxr.pid").read_text())]
+    pids += _children(pids[0])
     pids += [int(p) for p in json.loads((dev / "state.json").read_text())["pids"].values()]
     assert len(pids) >= 5, pids  # draxr, etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
     run(downs[0], quickstart)
