@@ -5,17 +5,33 @@
 # Extra arguments go to pytest, e.g. hack/test.sh tests/unit -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash hack/setup.sh
 # Build the Go parts only when the selected tests need them: `hack/test.sh tests/unit` on a fresh
-# clone starts at once. Anything that is not a path under tests/unit, tests/packaging (a wheel of a
-# fresh clone in a clean venv) or tests/monitoring (which needs promtool only) counts as needing the
-# control plane (another path, -k, a node id elsewhere); no argument at all means the whole suite.
+# clone starts at once. The selection is the arguments that are not options nor an option's value
+# (-k EXPR, -m, -p, -o, -W, --deselect, --ignore...). Anything selected that is not a path under
+# tests/unit, tests/differential (the Go harnesses only), tests/packaging (a wheel of a fresh clone in
+# a clean venv) or tests/monitoring (promtool only) counts as needing the control plane (another
+# path, a node id elsewhere); no selection at all means the whole suite. The fast tier (no
+# Kubernetes build): hack/test.sh tests/unit tests/differential.
+selected=()
+value_next=0
+for arg in "$@"; do
+  if [ "$value_next" = 1 ]; then value_next=0; continue; fi
+  case "$arg" in
+    -k|-m|-p|-o|-W|-c|--deselect|--ignore|--ignore-glob|--durations|--timeout|--maxfail|--basetemp|--rootdir)
+      value_next=1 ;;
+    -*) ;;
+    *) selected+=("$arg") ;;
+  esac
+done
 needs_cp=1 needs_135=1 needs_node=1 needs_diff=1 needs_helm=1 needs_promtool=1 needs_image=1
-if [ $# -gt 0 ]; then
+needs_kueue=1 needs_versions=1
+if [ "${#selected[@]}" -gt 0 ]; then
   needs_cp=0 needs_135=0 needs_node=0 needs_diff=0 needs_helm=0 needs_promtool=0 needs_image=0
-  for arg in "$@"; do
+  needs_kueue=0 needs_versions=0
+  for arg in "${selected[@]}"; do
     case "$arg" in
-      -*|tests/unit|tests/unit/*|tests/packaging|tests/packaging/*|tests/monitoring|tests/monitoring/*) ;;
+      tests/unit|tests/unit/*|tests/differential|tests/differential/*) ;;
+      tests/packaging|tests/packaging/*|tests/monitoring|tests/monitoring/*) ;;
       *) needs_cp=1 ;;
     esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*adoption*) needs_135=1 ;; esac
@@ -24,8 +40,18 @@ if [ $# -gt 0 ]; then
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*helm*|tests/realnode*) needs_helm=1 ;; esac
     case "$arg" in tests|tests/|tests/monitoring*) needs_promtool=1 ;; esac
     case "$arg" in tests|tests/|tests/image*|tests/realnode*) needs_image=1 ;; esac
+    # Kueue, and the version matrix (Kubernetes 1.34, 1.35 and 1.36 too).
+    case "$arg" in tests|tests/|tests/integration|tests/integration/|*kueue*) needs_kueue=1 ;; esac
+    case "$arg" in tests|tests/|tests/integration|tests/integration/|*versions*) needs_versions=1 ;; esac
   done
 fi
+# DRAXR_TEST_PLAN=1: print what these arguments would build, build and run nothing (tests/unit/test_test_sh.py).
+if [ "${DRAXR_TEST_PLAN:-}" = 1 ]; then
+  echo "cp=$needs_cp k8s-1.35=$needs_135 node=$needs_node harnesses=$needs_diff helm=$needs_helm" \
+    "promtool=$needs_promtool image=$needs_image kueue=$needs_kueue versions=$needs_versions"
+  exit 0
+fi
+bash hack/setup.sh
 # Started first and in the background, waited for before pytest: draxr's image (tests/image; cold it
 # is mostly downloads and unpacking, debootstrap of the base) and promtool (tests/monitoring; cold,
 # about 1 GB of modules to download). Both overlap the control plane's Go builds below.
@@ -78,11 +104,7 @@ if [ "$needs_helm" = 1 ]; then
   echo "[test] helm: $DRAXR_HELM" >&2
 fi
 # Kueue (tests/integration/test_kueue.py: its manager, CRDs and webhook configurations, from the Go
-# module proxy): for the whole suite, the integration directory or a path naming kueue.
-needs_kueue=$([ $# -eq 0 ] && echo 1 || echo 0)
-for arg in "$@"; do
-  case "$arg" in tests|tests/|tests/integration|tests/integration/|*kueue*) needs_kueue=1 ;; esac
-done
+# module proxy).
 if [ "$needs_kueue" = 1 ]; then
   DRAXR_KUEUE_DIR=$(bash hack/build-kueue.sh | tail -n 1)
   export DRAXR_KUEUE_DIR
@@ -110,11 +132,7 @@ if [ "$needs_135" = 1 ]; then
 fi
 # The version matrix (tests/integration/test_versions.py, docs/reference/versions.md): Kubernetes 1.34
 # and 1.36 as well, each with only the binaries its cluster runs (1.35 whole, as above; 1.37 is the
-# default); for the whole suite, the integration directory or a path naming versions.
-needs_versions=$([ $# -eq 0 ] && echo 1 || echo 0)
-for arg in "$@"; do
-  case "$arg" in tests|tests/|tests/integration|tests/integration/|*versions*) needs_versions=1 ;; esac
-done
+# default).
 if [ "$needs_versions" = 1 ]; then
   K8S_VERSION=v1.34.4 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler" \
     bash hack/build-control-plane.sh >/dev/null
@@ -124,7 +142,9 @@ fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e
-.venv/bin/python -m pytest "$@"
+# The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
+# --durations=N given here wins.
+.venv/bin/python -m pytest --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
