@@ -8,7 +8,8 @@ temp dir, draxr installed with ``kubectl apply -k manifests/`` (its Deployment s
 replicas run here instead), a fakedriver fleet of N kwok nodes × M fake GPUs (``example.com/gpu``)
 plus two probe nodes of their own class (``example.com/probe``, used by the probes only). Two
 ``draxr run`` replicas run as the Deployment's pods would: in-cluster configuration with the
-manifests' ServiceAccount token, leader election on (short lease), and they reach the API server
+manifests' ServiceAccount token, leader election on (short lease), one listing through the watch
+(``sendInitialEvents``) and one in pages, and they reach the API server
 ONLY through the fault proxy (tests/faultproxy.py, in a child process; KUBERNETES_SERVICE_HOST/PORT
 name it, its certificate is signed by the control plane's CA). A replica that exits is started
 again by the harness after a second (as the kubelet would), and the reason is counted.
@@ -88,6 +89,11 @@ the observer counts the polls at which they could, per phase (faults, settle), a
 quiet window longer than the grace amid the faults (``quiet_after``) and a settle phase longer than
 the grace.
 
+The audit log holds every request of draxr's: the run also compares them with what the RBAC of
+manifests/ grants its ServiceAccount (``judge_rbac``: the grants no request used, less those the
+run cannot reach, draxr_dev/rbac_audit.py; the requests no grant allows), reported in the table
+and asserted by tests/integration/test_chaos.py.
+
 It prints a table (pods, preemptions, faults with their worst recovery, violations, replica restarts), saves the
 JSON (``--out``) and exits 1 if any invariant was violated. Everything listens on 127.0.0.1; every
 loop is bounded in count and time.
@@ -124,6 +130,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 
 from draxr.kube import Kube  # noqa: E402  (set-up only: the fleet; the observer has its own client)
+from draxr_dev import helmchart, rbac_audit  # noqa: E402
 from draxr_dev.devcluster import fakedriver  # noqa: E402
 from draxr_dev.devcluster.binaries import ensure_binaries  # noqa: E402
 from draxr_dev.devcluster.controlplane import LOOPBACK, RUN_FOR_ANNOTATION, ControlPlane, Options, free_port  # noqa: E402
@@ -145,12 +152,13 @@ TAKEOVER_SECONDS = 10.0  # a stopped leader's lease must be taken over within th
 EXIT_WINDOW = 15.0  # a replica's exit is explained by a fault on at the time or ended this long before
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 DRAXR_USER = f"system:serviceaccount:{DRAXR_NS}:{DRAXR_SA}"
-# draxr's writes, and its lease's, logged with the request's credential (which replica).
+# Every request of draxr's, logged with the request's credential (which replica): its writes, and its
+# lease's, for the split-brain judge; all of them for the comparison with its RBAC (judge_rbac).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["ResponseStarted"],
-    "rules": [{"level": "Metadata", "users": [DRAXR_USER], "verbs": list(WRITE_VERBS)}, {"level": "None"}],
+    "rules": [{"level": "Metadata", "users": [DRAXR_USER]}, {"level": "None"}],
 }
 KINDS = (
     "leader-sigkill",
@@ -476,6 +484,10 @@ class Replica:
             "--unschedulable-flush-seconds", "10",
             "--release-sweep-seconds", "5",
             "--log-format", "json",
+            # draxr-b lists in pages (as on a server without streaming lists, and after an expired
+            # one), draxr-a through the watch: both ways under the faults, and every informer's
+            # list in the audit log (judge_rbac).
+            "--watch-streaming-list", str(self.name != "draxr-b").lower(),
         ]  # fmt: skip
 
     def start(self) -> None:
@@ -1918,6 +1930,27 @@ def judge_audit(
     }
 
 
+def judge_rbac(run_dir: Path, kubectl: Path) -> JSON:
+    """draxr's requests in the audit log (its every request is logged) against what the RBAC of
+    manifests/ grants its ServiceAccount (``kubectl kustomize``, as applied): the grants no request
+    used (less rbac_audit's allowances for what this run cannot reach), the requests no grant allows,
+    the stale allowances. Reported, not an invariant: a longer run may reach an allowance;
+    tests/integration/test_chaos.py asserts all three empty at the CI size."""
+    used: frozenset[rbac_audit.Request] = frozenset()
+    for path in sorted(run_dir.glob("audit*.log")):
+        with path.open() as f:
+            used |= rbac_audit.requests(f, [DRAXR_USER])[DRAXR_USER]
+    granted = rbac_audit.grants(helmchart.rendered_base(kubectl))[DRAXR_USER]
+    diff = rbac_audit.compare(granted, used, rbac_audit.CHAOS_UNEXERCISED, rbac_audit.CHAOS_SOMETIMES)
+    return {
+        "requests": len(used),
+        "grants": len(granted),
+        "unused": [str(g) for g in diff.unused],
+        "ungranted": [str(r) for r in diff.ungranted],
+        "stale": list(diff.stale),
+    }
+
+
 # ---- set-up ---------------------------------------------------------------------------------------------------
 
 
@@ -2085,6 +2118,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             if r.kind == "leader-sigstop" and "continued_at" in r.params
         ]
         audit = judge_audit(observer, run_dir, {jti: name for name, (_, jti) in tokens.items()}, freezes)
+        rbac = await asyncio.to_thread(judge_rbac, run_dir, bins / "kubectl")
         # A last look at the Events (the dry runs' reports come after the evictions), then the logs.
         for _ in range(3):
             if await observer.events():
@@ -2105,6 +2139,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             "proxy_counts": await proxy.command("counts"),
             "observer_api_errors": api.errors,
             "audit": audit,
+            "rbac": rbac,
         }
         failed = any(result["violations"].values())
     finally:
@@ -2163,6 +2198,13 @@ def table(result: JSON) -> str:
         f"checks with the time limits armed: {result['checked'].get('armed')}; "
         f"running pods' claims checked again: {result['checked'].get('held_claims')}; "
         f"observer polls {result.get('polls')} ({result.get('poll_failures')} failed)",
+    ]
+    r = result.get("rbac") or {}
+    lines += [
+        "",
+        f"RBAC (audit log): {r.get('requests')} distinct requests of draxr's, {r.get('grants')} grants; "
+        f"granted, never used: {r.get('unused')}; used, never granted: {r.get('ungranted')}; "
+        f"stale allowances: {r.get('stale')}",
     ]
     lines += ["", "| replica restarts (reason) | count |", "|---|---|"]
     for reason, n in sorted(result["replica_restarts"].items()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import secrets
 import shutil
@@ -24,6 +25,7 @@ import pytest
 from draxr.app import Operator
 from draxr.kube import NAMESPACES, Kube
 from draxr.webhook_tls import MUTATING_WEBHOOKS
+from draxr_dev import rbac_audit
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
@@ -44,7 +46,17 @@ def pytest_report_header() -> str:
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     binaries = ensure_binaries()
     run_dir = Path(tempfile.mkdtemp(prefix="draxr-cp."))
-    cp = ControlPlane(binaries=binaries, run_dir=run_dir, options=Options(scheduler=True, kwok=True, real_node=True))
+    # The node agent's requests in kube-apiserver's audit log (audit.log), for the comparison with its
+    # RBAC (tests/integration/test_node_agent.py); nothing else is logged.
+    (run_dir / "audit-policy.json").write_text(json.dumps(rbac_audit.audit_policy([rbac_audit.NODE_AGENT])))
+    audit = (
+        f"--audit-policy-file={run_dir / 'audit-policy.json'}",
+        f"--audit-log-path={run_dir / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
+    )
+    options = Options(scheduler=True, kwok=True, real_node=True, apiserver_extra_args=audit)
+    cp = ControlPlane(binaries=binaries, run_dir=run_dir, options=options)
     atexit.register(cp.stop)  # also on an interrupted session
     cp.start()
     print(f"\n[draxr] control plane up in {cp.timings['total']:.1f}s: {cp.api_url} ({run_dir})", file=sys.__stderr__)

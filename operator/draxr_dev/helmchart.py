@@ -187,6 +187,11 @@ def _wire(obj: Obj, cert_manager: Obj | None) -> Obj:
         ctr["resources"] = Block(".Values.nodeAgent.resources")
         pod["tolerations"] = Block(".Values.nodeAgent.tolerations")
         pod["nodeSelector"] = Block(".Values.nodeAgent.nodeSelector")
+    if kind == "Role" and name == "draxr-leader-election":
+        # The Lease get and update are limited to: the values' lease name, else the scheduler's.
+        named = [r for r in obj["rules"] if r.get("resourceNames")]
+        assert [r["resourceNames"] for r in named] == [["draxr"]], "teach draxr_dev.helmchart the Lease's rules"
+        named[0]["resourceNames"] = [Raw(".Values.leaderElection.leaseName | default .Values.schedulerName | quote")]
     if kind == "Service" and name == "draxr-metrics":
         [port] = obj["spec"]["ports"]
         port["port"] = Raw(".Values.metrics.port")

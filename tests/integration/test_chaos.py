@@ -65,5 +65,11 @@ async def test_chaos_run_breaks_no_invariant() -> None:
     assert result["audit"]["writes"] > 0
     assert result["audit"]["takeovers"] > 0
     assert result["audit"]["unattributed"] == 0
+    # Least privilege both ways, from the same audit log (every request of draxr's): each grant of
+    # manifests/' RBAC (the chart renders the same, test_helm.py) was used, but those that
+    # draxr_dev/rbac_audit.py lists with the reason this run cannot reach them; each request was granted.
+    rbac = result["rbac"]
+    assert rbac["requests"] > 0
+    assert (rbac["unused"], rbac["ungranted"], rbac["stale"]) == ([], [], []), rbac
     violations = {k: v for k, v in result["violations"].items() if v}
     assert violations == {}, f"{violations}; logs in {result['run_dir']}; {result['violation_details'][:10]}"

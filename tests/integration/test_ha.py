@@ -1,7 +1,8 @@
 """High availability: two replicas started as the Deployment's pods would be (in-cluster, with the
 manifests' ServiceAccount), a few hundred pods, SIGKILL of the leader. The standby takes the Lease over
 once the killed leader's lease has expired (never before, by the Lease's own times) in one transition,
-no device is allocated twice and no pod is lost."""
+no device is allocated twice and no pod is lost. The Lease is the manifests' own, ``draxr`` (their Role
+grants get and update of that one only): the session's operator, its holder, is paused meanwhile."""
 
 from __future__ import annotations
 
@@ -18,9 +19,14 @@ from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
 
 from .clusters import service_account_dir
-from .helpers import NAMESPACE, Draxr, eventually, pod
+from .embedded import OperatorThread
+from .helpers import NAMESPACE, SCHEDULER, Draxr, eventually, pod
 
-LEASE = ["--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1"]
+LEASE_NAME = SCHEDULER  # the one Lease the manifests' Role lets draxr's ServiceAccount get and update
+LEASE = [
+    "--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1",
+    "--leader-election-lease-name", LEASE_NAME,
+]  # fmt: skip
 PODS_TOTAL = 300
 
 
@@ -41,9 +47,24 @@ def _time(value: str) -> datetime:
 
 
 async def test_standby_takes_over_after_sigkill_of_the_leader(
-    kube: Kube, control_plane: ControlPlane, installed: object, namespace: str, names: str, tmp_path: Path
+    kube: Kube,
+    control_plane: ControlPlane,
+    operator_thread: OperatorThread,
+    namespace: str,
+    names: str,
+    tmp_path: Path,
 ) -> None:
     scheduler = f"draxr-{names}"
+    await asyncio.to_thread(operator_thread.pause, "test_ha's replicas take its Lease")
+    try:
+        await _standby_takes_over(kube, control_plane, namespace, names, scheduler, tmp_path)
+    finally:
+        await asyncio.to_thread(operator_thread.restart)
+
+
+async def _standby_takes_over(
+    kube: Kube, control_plane: ControlPlane, namespace: str, names: str, scheduler: str, tmp_path: Path
+) -> None:
     fleet = fakedriver.Fleet(
         prefix=names,
         dra_nodes=40,
@@ -62,8 +83,8 @@ async def test_standby_takes_over_after_sigkill_of_the_leader(
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
 
         async def held() -> dict[str, Any]:
-            spec = await _lease(kube, scheduler)
-            return spec if spec.get("holderIdentity") else {}
+            spec = await _lease(kube, LEASE_NAME)
+            return spec if spec.get("holderIdentity", "").startswith(tuple(n + "_" for n in replicas)) else {}
 
         first = await eventually(held, timeout=30)
         leader = next(n for n in replicas if first["holderIdentity"].startswith(n + "_"))
@@ -75,12 +96,12 @@ async def test_standby_takes_over_after_sigkill_of_the_leader(
             if i == PODS_TOTAL // 3:
                 replicas[leader].proc.send_signal(signal.SIGKILL)
                 killed_at = time.monotonic()
-                last_by_leader = await _lease(kube, scheduler)
+                last_by_leader = await _lease(kube, LEASE_NAME)
 
         # Until the standby takes over, the Lease shows the killed leader's last renewal.
         async def standby_leads() -> dict[str, Any]:
             nonlocal last_by_leader
-            spec = await _lease(kube, scheduler)
+            spec = await _lease(kube, LEASE_NAME)
             if spec.get("holderIdentity") == first["holderIdentity"]:
                 last_by_leader = spec
             return spec if spec.get("holderIdentity", "").startswith(standby + "_") else {}

@@ -279,7 +279,7 @@ def test_node_agent_renders_the_component(kustomized: dict[ObjKey, Obj]) -> None
     assert c["resources"]["limits"] == {"cpu": "200m", "memory": "512Mi"}
     assert pod["tolerations"] == [{"operator": "Exists"}]
     roles = {o["metadata"]["name"]: o["rules"] for o in render() if o["kind"] == "ClusterRole"}
-    assert {"apiGroups": ["draxr.io"], "resources": ["devicepluginrecords"], "verbs": ["get", "list", "watch"]} in (
+    assert {"apiGroups": ["draxr.io"], "resources": ["devicepluginrecords"], "verbs": ["list", "watch"]} in (
         roles["draxr"]
     )
 
@@ -362,6 +362,15 @@ def test_values_reach_the_objects() -> None:
     env = env_of(objs)
     assert env["DRAXR_SCHEDULER_NAME"] == "gpu-sched"
     assert env["DRAXR_LEADER_ELECTION_LEASE_NAME"] == "gpu-lease"
+
+    # The Lease Role's get and update follow the Lease's name: the values' name, else the scheduler's.
+    def lease_names(objs: list[dict[str, Any]]) -> list[list[str]]:
+        rules = only(objs, "Role", "draxr-leader-election")["rules"]
+        return [r.get("resourceNames", []) for r in rules]
+
+    assert lease_names(objs) == [["gpu-lease"], []]
+    assert lease_names(render("schedulerName=gpu-sched")) == [["gpu-sched"], []]
+    assert lease_names(render()) == [["draxr"], []]
     assert (env["DRAXR_LEASE_DURATION_SECONDS"], env["DRAXR_RENEW_DEADLINE_SECONDS"]) == ("30", "20")
     assert env["DRAXR_RETRY_PERIOD_SECONDS"] == "4"
     assert (env["DRAXR_WEBHOOK_PORT"], env["DRAXR_METRICS_PORT"], env["DRAXR_CLIENT_QPS"]) == ("10443", "9090", "50")

@@ -27,7 +27,6 @@ from draxr.kube import (
     NAMESPACES,
     PODS,
     RESOURCE_CLAIMS,
-    ROLE_BINDINGS,
     SERVICE_ACCOUNTS,
     Kube,
     Resource,
@@ -173,7 +172,9 @@ async def test_operator_schedules_and_releases_with_its_service_account(
     try:
         await fakedriver.apply(kube, objs)
         sa_dir = await service_account_dir(kube, bare_cluster, NAMESPACE, SERVICE_ACCOUNT, tmp_path / "sa")
-        draxr = Draxr(bare_cluster, sa_dir, scheduler, tmp_path / "draxr.log", health=True)
+        # The Lease the manifests' Role lets it get and update (the scheduler's name is the test's).
+        lease = ["--leader-election-lease-name", "draxr"]
+        draxr = Draxr(bare_cluster, sa_dir, scheduler, tmp_path / "draxr.log", health=True, extra=lease)
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         # 1. Bound with its special claim (create, status with allocation, pod status, binding).
         first = pod("first", {ext: "2"}, scheduler=scheduler, annotations={RUN_FOR_ANNOTATION: "2s"})
@@ -300,21 +301,11 @@ async def test_missing_permission_is_logged_with_verb_and_resource(
         await kube.create(
             SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}}, namespace
         )
-        # Leader election works (the Lease Role of the manifests), so that the refusal under test is reached.
-        await kube.create(
-            ROLE_BINDINGS,
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": role},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "draxr-leader-election"},
-                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-            },
-            NAMESPACE,
-        )
         await fakedriver.apply(kube, objs)
         sa_dir = await service_account_dir(kube, control_plane, namespace, sa, tmp_path / "sa")
-        draxr = Draxr(control_plane, sa_dir, scheduler, tmp_path / "draxr.log")
+        # No leader election (the manifests' Lease Role names the session operator's Lease only): it
+        # leads from the start, so that the refusal under test is reached.
+        draxr = Draxr(control_plane, sa_dir, scheduler, tmp_path / "draxr.log", extra=["--leader-elect", "false"])
         await fakedriver.wait_nodes_ready(kube, fleet.node_names())
         await kube.create(PODS, pod("p", {f"{names}.example.com/gpu": "2"}, scheduler=scheduler), namespace)
 
@@ -356,7 +347,6 @@ async def test_missing_permission_is_logged_with_verb_and_resource(
         await fakedriver.delete(kube, objs)
         await kube.delete_if_exists(CLUSTER_ROLE_BINDINGS, role)
         await kube.delete_if_exists(CLUSTER_ROLES, role)
-        await kube.delete_if_exists(ROLE_BINDINGS, role, NAMESPACE)
 
 
 def test_cert_manager_component_hands_the_certificate_over(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ import yaml
 from draxr.kube import NODES, PODS, SERVICE_ACCOUNTS, ApiException, Kube, Resource, api_message
 from draxr.node_agent import RECORDS
 from draxr.podresources import api_pb2
-from draxr_dev import helmchart
+from draxr_dev import helmchart, rbac_audit
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import LOOPBACK, ControlPlane, free_port
@@ -290,6 +290,15 @@ async def test_agent_publishes_its_own_nodes_record_and_may_write_no_other(
         # /healthz: it has written within 2 x refresh.
         async with aiohttp.ClientSession() as http, http.get(f"http://{LOOPBACK}:{health}/healthz") as r:
             assert r.status == 200, await r.text()
+
+        # Least privilege both ways, from kube-apiserver's audit log (the session's control plane logs
+        # the agent's ServiceAccount; the test's own requests with its token come below): the agent
+        # used every grant of the component's role (get: its record's resourceVersion at start), and
+        # the role granted every request of the agent's.
+        audit = (cp.run_dir / "audit.log").read_text().splitlines()
+        used = rbac_audit.requests(audit, [rbac_audit.NODE_AGENT])[rbac_audit.NODE_AGENT]
+        difference = rbac_audit.compare(rbac_audit.grants(component)[rbac_audit.NODE_AGENT], used)
+        assert not difference, str(difference)
 
         # The same token, any other node's record: refused by the admission policy (RBAC allows it).
         async with Kube.from_token(cp.api_url, token, cp.pki.ca_crt) as as_agent:

@@ -537,7 +537,9 @@ def check_container(node: RealNode, pod: JSON, install: Install) -> None:
     assert user["username"] == SERVICE_ACCOUNT_USER
     assert user["extra"]["authentication.kubernetes.io/pod-name"] == [name]
     assert _can(api, ca, token, verb="create", resource="pods", subresource="binding", namespace="default")
-    assert _can(api, ca, token, verb="update", resource="leases", group="coordination.k8s.io", namespace=NAMESPACE)
+    lease = {"resource": "leases", "group": "coordination.k8s.io", "namespace": NAMESPACE}
+    assert _can(api, ca, token, verb="update", name="draxr", **lease)  # its own Lease only
+    assert not _can(api, ca, token, verb="update", name="another", **lease)
     assert not _can(api, ca, token, verb="delete", resource="namespaces")
     assert not _can(api, ca, token, verb="create", resource="clusterrolebindings", group="rbac.authorization.k8s.io")
 
