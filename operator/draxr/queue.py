@@ -45,6 +45,8 @@ class _Entry:
     # Refused at PreEnqueue (its preemption's evictions are running): waits for ``ungate`` alone,
     # no attempt counted, as upstream's gated pods in unschedulablePods.
     gated: bool = False
+    # Its backoff waived when it comes back (``activate`` while it was in flight or gated).
+    activated: bool = False
     version: int = 0
 
 
@@ -175,6 +177,8 @@ class SchedulingQueue:
         entry.attempts += 1
         now = self.clock()
         entry.ready_at = now + min(self.backoff_max, self.backoff_initial * 2 ** (entry.attempts - 1))
+        if entry.activated:  # (upstream's ForceActivate event in flight: to activeQ)
+            entry.ready_at, entry.activated, entry.moved = now, False, True
         # Moved while in flight: to backoff at once, as upstream's queueing hint for an in-flight
         # event (the unresolvable ones too: their own update is what heals them).
         parks = unschedulable and not entry.moved
@@ -208,7 +212,27 @@ class SchedulingQueue:
         if entry is None or not entry.gated:
             return
         entry.gated = False
-        self._place(uid, entry, self.clock())
+        now = self.clock()
+        if entry.activated:
+            entry.ready_at, entry.activated = now, False
+        self._place(uid, entry, now)
+        self._wake.set()
+
+    def activate(self, uid: str) -> None:
+        """Retry it now, its backoff waived (upstream's Activate): for a preemptor once the room it
+        preempted for is free. kube-scheduler retries such a pod at once in effect (its active
+        queue is empty then, and it pops from backoff); draxr's cycles are slower and its active
+        queue may not be. In flight or gated: when it comes back."""
+        entry = self._entries.get(uid)
+        if entry is None:
+            return
+        if uid in self._in_flight or entry.gated:
+            entry.activated = True
+            return
+        now = self.clock()
+        entry.ready_at = now
+        entry.parked_generation, entry.unresolvable, entry.stamp = None, False, None
+        self._place(uid, entry, now)
         self._wake.set()
 
     def cluster_changed(self) -> None:

@@ -18,7 +18,7 @@ from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.pod_claims import claim_key
 from draxr.core.preemption import Candidate, Outcome, Releasing, preemption, rebuilt_hold
-from draxr.core.requeue import interest
+from draxr.core.requeue import Change, interest
 from draxr.core.state import ClusterState, PodInfo
 from draxr.core.steering import adoptable
 from draxr.events import Recorder, set_unschedulable
@@ -108,6 +108,10 @@ class Scheduler:
         # name it (DynamicResources' isSchedulableAfterClaimChange), not every parked pod.
         self._claims_of: dict[str, frozenset[str]] = {}
         self._pods_of_claim: dict[str, set[str]] = {}
+        # Preemptors retried at once since their last choice (their room free), and the
+        # generation the check last ran at (_activate_preemptors).
+        self._activated: set[str] = set()
+        self._freed_seen = 0
         self.heartbeat = time.monotonic()  # the loop last took a pod (or started)
         self._turn = self.heartbeat  # when the loop last handed the event loop back
         self.running = False  # run() is on (a new leader catches up and rolls back first)
@@ -190,12 +194,33 @@ class Scheduler:
 
     def cluster_changed(self) -> None:
         self.queue.cluster_changed()
+        self._activate_preemptors()
         if self.settings.adopt_unschedulable and self.state.mapping is not self._adoption_scanned:
             # a new mapping may make pods kube-scheduler gave up on adoptable (or no longer so)
             self._adoption_scanned = self.state.mapping
             for pod in list(self.state.pods.values()):
                 if pod.scheduler_name != self.settings.scheduler_name and not pod.node_name:
                     self.pod_changed(pod)
+
+    def _activate_preemptors(self) -> None:
+        """A preemptor whose victims are all gone (or ended) and their devices released is retried
+        now, its backoff waived (SchedulingQueue.activate), once per choice: the room is there."""
+        changes, releasing = self.state.changes, self.preemptor.releasing
+        freed = changes.since(self._freed_seen) & (Change.POD_FREED | Change.CLAIM_FREED)
+        self._freed_seen = changes.generation
+        if not freed or not releasing:
+            return
+        self._activated &= releasing.keys()
+        pods = self.state.pods
+        for uid, waits_for in releasing.items():
+            if uid in self._activated:
+                continue
+            if any((v := pods.get(victim)) is not None and not v.terminal for victim in waits_for.victims):
+                continue
+            if waits_for.pending(self.state):
+                continue
+            self._activated.add(uid)
+            self.queue.activate(uid)
 
     def rebuild_holds(self) -> int:
         """A new leader: hold again, for the pods an earlier leader's preemption nominated, the
@@ -432,6 +457,7 @@ class Scheduler:
                 seconds=round(seconds, 4),
             )
             self.preemptor.chose(pod, chosen)
+            self._activated.discard(pod.uid)
             # Counted on the node from now on, not when the status write comes back (upstream's
             # nominator): no pod of lower priority takes the room its victims free.
             self.state.nominate(pod.uid, chosen.node)

@@ -20,6 +20,7 @@ from typing import Any
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.preemption import Candidate
+from draxr.core.requeue import interest
 from draxr.core.state import ClusterState, PodInfo
 from draxr.queue import SchedulingQueue
 from draxr.scheduler import Scheduler
@@ -342,3 +343,44 @@ def test_a_nominated_pod_whose_binding_is_in_flight_counts_once() -> None:
     assert isinstance(schedule(state.pods[a.uid], state, features=DEFAULT_FEATURES), Decision)
     state.forget_pod(b.uid)  # the binding failed: nominated again, not placed
     assert sorted(p.name for p in state.nominated_pods("a")) == ["first", "second"]
+
+
+def test_a_preemptor_is_retried_at_once_when_its_victims_are_gone_even_with_others_waiting() -> None:
+    """Its backoff waived once the room it preempted for is free (SchedulingQueue.activate): before,
+    it waited out its backoff behind the pods arriving meanwhile (gone -> bound p50 0.8 s at 500
+    nodes, kube-scheduler 0.03 s)."""
+    _, state, sched, _, victims, hi = _preemption_scene()
+    sched.preemptor.chose(hi, Candidate("n1", tuple(victims), 0))  # (Scheduler._act, its evictions started)
+    sched.preemptor.running.discard(hi.uid)
+    sched.queue.failed(hi.uid, state.generation, unschedulable=True, interest=interest(["NodeResourcesFit"]))
+    other = state.upsert_pod(pod("other", requests={"cpu": "1"}, priority=0))
+    sched.pod_changed(other)  # a new pod, active at once
+    state.remove_pod(victims[0].uid)
+    sched.cluster_changed()
+    assert sched.queue.next_ready(state.generation)[0] == other.uid  # one victim left: hi backs off
+    sched.queue.add(other.uid, 0, other.created)  # (given back)
+    sched.queue.done(other.uid)
+    sched.pod_changed(other)
+    state.remove_pod(victims[1].uid)
+    sched.cluster_changed()
+    assert sched.queue.next_ready(state.generation)[0] == hi.uid  # before its backoff ends, first
+    assert isinstance(schedule(state.pods[hi.uid], state, features=DEFAULT_FEATURES), Decision)
+
+
+def test_activate_waives_the_backoff_once_also_for_a_pod_in_flight_or_gated() -> None:
+    clock = Clock()
+    q = _queue(clock)
+    for uid in ("flying", "gated", "parked"):
+        q.add(uid, 0, "t")
+    assert [q.next_ready(0)[0] for _ in range(3)] == ["flying", "gated", "parked"]
+    q.failed("parked", 0, unschedulable=True)
+    q.gate("gated")
+    for uid in ("flying", "gated", "parked"):
+        q.activate(uid)
+    assert q.next_ready(0)[0] == "parked"  # parked and backing off: active now
+    q.failed("flying", 0, unschedulable=True)  # comes back: not parked, no backoff
+    assert q.next_ready(0)[0] == "flying"
+    q.ungate("gated")
+    assert q.next_ready(0)[0] == "gated"
+    q.failed("gated", 0, unschedulable=True)  # once only: parked again now
+    assert q.next_ready(0)[0] is None
