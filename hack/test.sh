@@ -141,6 +141,18 @@ if [ "$needs_versions" = 1 ]; then
 fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
+# The generated tests' seed (tests/seeds.py: the differentials' cases, the chaos run's faults):
+# unset, each test's fixed default (the reference the known deviations are pinned at); a number, that
+# seed; "random", a new one. Printed here and in pytest's header with the command that replays it.
+if [ "${DRAXR_TEST_SEED:-}" = random ]; then
+  DRAXR_TEST_SEED=$(( (RANDOM << 15 | RANDOM) % 1000000 ))
+fi
+if [ -n "${DRAXR_TEST_SEED:-}" ]; then
+  export DRAXR_TEST_SEED
+  echo "[test] seed $DRAXR_TEST_SEED; replay: DRAXR_TEST_SEED=$DRAXR_TEST_SEED bash hack/test.sh [TESTS]" >&2
+else
+  echo "[test] seeds: the tests' fixed defaults (DRAXR_TEST_SEED=random draws one)" >&2
+fi
 set +e
 # The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
 # --durations=N given here wins.

@@ -6,7 +6,7 @@ mismatching case is listed with its signature, the lines ``diff`` reports for it
 show exactly those: a new mismatching case fails, and so does a listed case that now matches or
 mismatches differently (look again, then update the file: ``pin`` prints the entry).
 
-At another seed (CI draws one per run) no case is listed: a mismatch is tolerated only if its
+At another seed (``DRAXR_TEST_SEED``, tests/seeds.py) no case is listed: a mismatch is tolerated only if its
 signature is the known deviation's (``classify``), and it is reported by name, with the seed to
 replay it; any other mismatch fails as before. Each differential also runs the listed cases of the
 reference seed on every run (``check_pinned``), so the pins are checked whatever the seed.

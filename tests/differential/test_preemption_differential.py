@@ -30,8 +30,8 @@ the spread-terminating group's 194 cases, 10 at seed 1); at another seed only mi
 group with the deviation's signature (``classify``) are tolerated, and the reference's listed
 cases are run on every run.
 
-Knobs: DRAXR_PREEMPT_DIFF_SEED (default: DRAXR_SCHED_DIFF_SEED, else DRAXR_TEST_SEED, which
-hack/test.sh draws per run, else 1), DRAXR_PREEMPT_DIFF_SCALE (default: DRAXR_SCHED_DIFF_SCALE,
+Knobs: DRAXR_PREEMPT_DIFF_SEED (default: DRAXR_SCHED_DIFF_SEED, else DRAXR_TEST_SEED, else 1;
+tests/seeds.py), DRAXR_PREEMPT_DIFF_SCALE (default: DRAXR_SCHED_DIFF_SCALE,
 else 1.0). Reproducing a mismatch: the failure names a directory
 holding cases.json, go.json and mismatches.json; `python -m tests.differential.compare_preemption
 DIR/cases.json DIR/go.json` re-runs the Python side.

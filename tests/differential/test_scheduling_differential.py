@@ -30,8 +30,8 @@ mismatching cases must be exactly those, each with its differences; at another s
 of that signature are tolerated, and the reference's listed cases are run on every run.
 
 Like the other differential test, this never skips for want of a Go toolchain: if the harness
-cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default: DRAXR_TEST_SEED, which
-hack/test.sh draws per run, else 1; tests/seeds.py), DRAXR_SCHED_DIFF_SCALE
+cannot be built, the tests error. Knobs: DRAXR_SCHED_DIFF_SEED (default: DRAXR_TEST_SEED, else 1;
+tests/seeds.py), DRAXR_SCHED_DIFF_SCALE
 (default 1.0: 1,800 + 1,100 volume + 700 claim + 450 mixed + 16 large cases, 4,066 in all; the
 per-tag minimum of 20 scales with it, never above 20) or, for the nightly run,
 DRAXR_SCHED_DIFF_CASES (the total number of cases: it sets the scale, e.g.
@@ -70,7 +70,14 @@ _TOTAL = os.environ.get("DRAXR_SCHED_DIFF_CASES")
 SCALE = int(_TOTAL) / sum(CI_COUNTS) if _TOTAL else float(os.environ.get("DRAXR_SCHED_DIFF_SCALE", "1"))
 COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT = (max(1, round(n * SCALE)) for n in CI_COUNTS)
 MIN_CASES_PER_TAG = max(1, round(20 * min(SCALE, 1.0)))
-MIN_LARGE_PER_TAG = max(1, round(3 * min(SCALE, 1.0)))
+# Floors that vary with the seed (DRAXR_TEST_SEED): about half the fewest seen over seeds 1-8
+# at scale 1 (2026-12-07): a volume or claim feature's cases 17-32 (the plain and mixed ones 29-54,
+# above 20), a large-cluster feature's 3-9, large cases whose search is cut off 1-2, cases where
+# DynamicResources scores non-zero 10-21.
+MIN_FAMILY_TAG = max(1, round(8 * min(SCALE, 1.0)))
+MIN_LARGE_PER_TAG = max(1, round(2 * min(SCALE, 1.0)))
+MIN_CUT_OFF = 1
+MIN_DRA_SCORED = max(1, round(5 * min(SCALE, 1.0)))
 AT_REFERENCE = known.reference_seed() == SEED and SCALE == 1
 
 
@@ -112,15 +119,15 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[st
     if SCALE >= 1:
         assert len(volume_cases) >= 1000
     volume_tally = feature_tally(volume_cases)
-    thin = {t: volume_tally.get(t, 0) for t in VOLUME_TAGS if volume_tally.get(t, 0) < MIN_CASES_PER_TAG}
-    assert not thin, f"volume features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(volume_tally)}"
+    thin = {t: volume_tally.get(t, 0) for t in VOLUME_TAGS if volume_tally.get(t, 0) < MIN_FAMILY_TAG}
+    assert not thin, f"volume features with fewer than {MIN_FAMILY_TAG} cases: {thin}\n{format_tally(volume_tally)}"
     claim_cases = [c for c in cases if c["family"] == "claims"]
     assert len(claim_cases) == CLAIM_COUNT
     if SCALE >= 1:
         assert len(claim_cases) >= 600
     claim_tally = feature_tally(claim_cases)
-    thin = {t: claim_tally.get(t, 0) for t in CLAIM_TAGS if claim_tally.get(t, 0) < MIN_CASES_PER_TAG}
-    assert not thin, f"claim features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(claim_tally)}"
+    thin = {t: claim_tally.get(t, 0) for t in CLAIM_TAGS if claim_tally.get(t, 0) < MIN_FAMILY_TAG}
+    assert not thin, f"claim features with fewer than {MIN_FAMILY_TAG} cases: {thin}\n{format_tally(claim_tally)}"
     mixed_cases = [c for c in cases if c["family"] == "mixed-dra"]
     assert len(mixed_cases) == MIXED_COUNT
     mixed_tally = feature_tally(mixed_cases)
@@ -198,7 +205,7 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         for r in go_results
         if by_name[r["name"]].get("partialScoring") and len(r["partial"]["filter"]) < len(r["filter"])
     ]
-    assert len(cut_off) >= max(1, round(2 * min(SCALE, 1.0))), f"the search is cut off in only {cut_off}"
+    assert len(cut_off) >= MIN_CUT_OFF, f"the search is cut off in only {cut_off}"
     # The FailedScheduling message of every case without a feasible node (compared with draxr's).
     messages = [r.get("message", "") for r in go_results if not any(s is None for s in r["filter"].values())]
     assert all(m.startswith("0/") for m in messages), [m for m in messages if not m.startswith("0/")][:3]
@@ -216,7 +223,8 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         "VolumeBinding",
         "DynamicResources",
     ):
-        assert nonzero[plugin] >= MIN_CASES_PER_TAG, f"{plugin} scores non-zero in only {nonzero[plugin]} cases"
+        floor = MIN_DRA_SCORED if plugin == "DynamicResources" else MIN_CASES_PER_TAG
+        assert nonzero[plugin] >= floor, f"{plugin} scores non-zero in only {nonzero[plugin]} cases"
 
 
 def _scheduling_view(pod: dict[str, Any]) -> dict[str, Any]:

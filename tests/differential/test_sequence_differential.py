@@ -17,7 +17,7 @@ step, on the same state.
 The known deviation (compare_scheduling.two_phase_scoring) is pinned by case and signature in
 tests/differential/known_deviations.json, as in test_scheduling_differential.
 
-Knobs: DRAXR_SCHED_DIFF_SEED (default: DRAXR_TEST_SEED, which hack/test.sh draws per run, else 1),
+Knobs: DRAXR_SCHED_DIFF_SEED (default: DRAXR_TEST_SEED, else 1),
 DRAXR_SCHED_DIFF_SEQUENCES (default 150 cases).
 Reproducing a mismatch: the failure names a directory with cases.json (with ``assumeOn``), go.json
 and mismatches.json; `python -m tests.differential.compare_scheduling --sequences DIR/cases.json

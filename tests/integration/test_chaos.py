@@ -15,7 +15,7 @@ replica exit explained by a fault; the observer's polls failing only while kube-
 And it must have seen what makes those checks not vacuous: a floor of preemptions and victims, the
 dry runs' reports read (Events and log lines), claims checked while held, takeovers in the audit
 log, the time limits able to run out in the fault phase and the settle phase. The seed is
-DRAXR_CHAOS_SEED, else the run's DRAXR_TEST_SEED (hack/test.sh draws one per run), else 11; the
+DRAXR_CHAOS_SEED, else the run's DRAXR_TEST_SEED (tests/seeds.py), else 11; the
 run prints its own. The full-size run is ``bench/chaos.py`` (bench/README.md)."""
 
 from __future__ import annotations
