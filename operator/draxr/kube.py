@@ -336,10 +336,12 @@ def _body(e: ApiException) -> JSON:
 
 
 def _refused(e: ApiException) -> bool:
-    """403, or 1.37's 422 with a Forbidden cause (resourceclaims/binding is checked in validation)."""
-    if e.status == 403:
-        return True
+    """A missing permission: 403, or 1.37's 422 with a Forbidden cause (resourceclaims/binding is
+    checked in validation). Not NamespaceLifecycle's 403 for a write into a namespace being deleted
+    (an Event for a pod of that namespace): no grant would allow it."""
     causes = (_body(e).get("details") or {}).get("causes") or ()
+    if e.status == 403:
+        return not any(c.get("reason") == "NamespaceTerminating" for c in causes)
     return e.status == 422 and any(c.get("reason") == "FieldValueForbidden" for c in causes)
 
 

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from structlog.testing import capture_logs
 
 from draxr import kube as kube_module
 from draxr.kube import JSON_PATCH, MERGE_PATCH, Kube
@@ -128,6 +129,31 @@ async def test_errors_raise_api_exception_with_the_status_body_as_text(served: t
     assert caught.value.status == 409
     assert isinstance(caught.value.body, str)
     assert json.loads(caught.value.body) == status
+
+
+_FORBIDDEN = {"kind": "Status", "code": 403, "reason": "Forbidden"}
+_TERMINATING = {
+    **_FORBIDDEN,
+    "message": 'events.events.k8s.io "e" is forbidden: unable to create new content in namespace ns because it is'
+    " being terminated",
+    "details": {"kind": "events", "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+}
+_RBAC = {**_FORBIDDEN, "message": 'events.events.k8s.io is forbidden: User "x" cannot create resource "events"'}
+
+
+@pytest.mark.parametrize(("status", "logged"), [(_RBAC, True), (_TERMINATING, False)], ids=["rbac", "terminating"])
+async def test_a_missing_permission_is_logged_a_terminating_namespace_is_not(
+    served: tuple[Server, Kube], status: dict[str, Any], logged: bool
+) -> None:
+    """"api request refused" names a missing grant (the version and install tests assert there is
+    none); a write into a namespace being deleted is refused by admission, not by RBAC."""
+    server, kube = served
+    server.answers.append(web.json_response(status, status=403))
+    with capture_logs() as logs, pytest.raises(ApiException):
+        await kube.request("POST", "/apis/events.k8s.io/v1/namespaces/ns/events", {"a": 1})
+    assert [entry["event"] for entry in logs if entry["event"] == "api request refused"] == (
+        ["api request refused"] if logged else []
+    )
 
 
 async def test_a_throttled_request_is_sent_again_after_retry_after(served: tuple[Server, Kube]) -> None:
