@@ -14,7 +14,7 @@ from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Unschedulable, schedule
 from draxr.core.requeue import ANY, PLUGIN_CHANGES, Change, ChangeLog, interest
 from draxr.core.state import ClusterState
-from tests.unit.cluster_builders import allocation, cluster, gpu_class, gpu_slice, node, pod, special_claim
+from tests.unit.cluster_builders import DRIVER, allocation, cluster, gpu_class, gpu_slice, node, pod, special_claim
 
 KINDS = list(Change)
 
@@ -106,3 +106,34 @@ def test_a_pod_short_of_devices_waits_for_a_freed_claim_not_a_freed_pod() -> Non
     assert not s.changes.since(parked_at) & wants
     s.remove_claim("ns", "a-gpu")
     assert s.changes.since(parked_at) & wants
+
+
+def _no_change(s: ClusterState, event: Callable[[ClusterState], object]) -> Change:
+    before = s.generation
+    event(s)
+    return s.changes.since(before)
+
+
+def test_an_assumption_replaced_by_its_committed_claim_frees_nothing() -> None:
+    """A binding's end: the special claim written (committed), then the in-flight allocation
+    under the pod's key forgotten. Its devices stay taken, so no pod short of devices is released
+    (recording a free here released them all on every binding: the chaos run's catch-up)."""
+    s = _state()
+    s.assume_allocation("assumed/uid-b", allocation("n1", "gpu-1"))
+    s.upsert_claim(special_claim("b-gpu", "b", "uid-b", alloc=allocation("n1", "gpu-1"), reserved=True, rv="1"))
+    assert _no_change(s, lambda s: s.forget_allocation("assumed/uid-b")) == Change(0)
+    assert s.tracker.snapshot().is_device_allocated((DRIVER, "n1", "gpu-1"))
+
+
+def test_a_forgotten_assumption_that_held_devices_frees_them() -> None:
+    """A binding that failed: its in-flight allocation was all that held the device."""
+    s = _state()
+    s.assume_allocation("assumed/uid-b", allocation("n1", "gpu-1"))
+    assert _no_change(s, lambda s: s.forget_allocation("assumed/uid-b")) == Change.CLAIM_FREED
+    assert _no_change(s, lambda s: s.forget_allocation("assumed/uid-b")) == Change(0)  # (nothing left)
+
+
+def test_an_unallocated_claim_deleted_frees_nothing() -> None:
+    s = _state()
+    s.upsert_claim(special_claim("b-gpu", "b", "uid-b", rv="1"))
+    assert _no_change(s, lambda s: s.remove_claim("ns", "b-gpu")) == Change(0)

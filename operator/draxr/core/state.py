@@ -43,6 +43,7 @@ from draxr.core.migration import (
     parse_record,
 )
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
+from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.quantity import milli_value, value
 from draxr.core.requeue import Change, ChangeLog
 from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
@@ -519,6 +520,8 @@ class ClusterState:
     """Not thread-safe: the shell mutates it from one event loop."""
 
     def __init__(self) -> None:
+        # The scheduling profile (a KubeSchedulerConfiguration's, else kube-scheduler's default).
+        self.profile: SchedulerProfile = DEFAULT_PROFILE
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}  # by uid
         self.usage: dict[str, NodeUsage] = {}
@@ -1137,14 +1140,14 @@ class ClusterState:
         self._index_consumers(key, claim, -1)
         self._index_adoption(claim, -1)
         self._adoption_keys.discard(key)
-        self.tracker.remove_claim(key)
-        if claim is not None:
-            if claim.owner is not None:
-                keys = self.special_claims.get(claim.owner[1], set())
-                keys.discard(key)
-                if not keys:
-                    self.special_claims.pop(claim.owner[1], None)
-                    self.gone_pod_schedulers.pop(claim.owner[1], None)
+        freed = self.tracker.remove_claim(key)
+        if claim is not None and claim.owner is not None:
+            keys = self.special_claims.get(claim.owner[1], set())
+            keys.discard(key)
+            if not keys:
+                self.special_claims.pop(claim.owner[1], None)
+                self.gone_pod_schedulers.pop(claim.owner[1], None)
+        if freed:  # (an unallocated claim deleted frees nothing; upstream registers no claim delete)
             self.changes.record(Change.CLAIM_FREED)
 
     def _index_consumers(self, key: str, claim: ClaimInfo | None, sign: int) -> None:
@@ -1214,8 +1217,12 @@ class ClusterState:
         self.tracker.assume(key, allocation)
 
     def forget_allocation(self, key: str) -> None:
-        self.tracker.forget(key)
-        self.changes.record(Change.CLAIM_FREED)
+        """An in-flight allocation ends. A change only if devices became free by it: after a
+        successful write the committed claim holds them, and recording a free then released
+        every pod short of devices on every binding (the new leader's catch-up spent two thirds
+        of its cycles on them; bench/NOTEBOOK.md, chaos session 19)."""
+        if self.tracker.forget(key):
+            self.changes.record(Change.CLAIM_FREED)
 
     def allocation_in_flight(self, key: str) -> bool:
         """An allocation of claim ``key`` ("namespace/name") is assumed while the claim, as last seen,

@@ -131,13 +131,16 @@ class AllocationTracker:
 
     # -- committed claims (from the API) ------------------------------------------------------
 
-    def set_claim(self, key: str, claim: Mapping[str, Any]) -> None:
-        """Add or update a claim as seen by a watch; its `status.allocation` (if any) counts."""
+    def set_claim(self, key: str, claim: Mapping[str, Any]) -> bool:
+        """Add or update a claim as seen by a watch; its `status.allocation` (if any) counts.
+        True if a device or capacity became free (see ``_set``)."""
         allocation = (claim.get("status") or {}).get("allocation")
-        self._set(self._committed, key, _contribution(allocation, self._consumable_capacity) if allocation else None)
+        return self._set(
+            self._committed, key, _contribution(allocation, self._consumable_capacity) if allocation else None
+        )
 
-    def remove_claim(self, key: str) -> None:
-        self._set(self._committed, key, None)
+    def remove_claim(self, key: str) -> bool:
+        return self._set(self._committed, key, None)
 
     # -- in-flight allocations ----------------------------------------------------------------
 
@@ -145,8 +148,10 @@ class AllocationTracker:
         """Record an allocation decided in memory but not yet written."""
         self._set(self._assumed, key, _contribution(allocation, self._consumable_capacity))
 
-    def forget(self, key: str) -> None:
-        self._set(self._assumed, key, None)
+    def forget(self, key: str) -> bool:
+        """Drop an in-flight allocation; True if a device or capacity became free by it (not
+        when the same claim's committed allocation, or another claim, still holds them)."""
+        return self._set(self._assumed, key, None)
 
     def holds(self, key: str) -> bool:
         """Whether a claim (committed or assumed) under ``key`` holds devices or capacity."""
@@ -162,24 +167,33 @@ class AllocationTracker:
     def _effective(self, key: str) -> _Contribution | None:
         return self._committed.get(key) or self._assumed.get(key)
 
-    def _set(self, table: dict[str, _Contribution], key: str, new: _Contribution | None) -> None:
+    def _set(self, table: dict[str, _Contribution], key: str, new: _Contribution | None) -> bool:
+        """True if a device, a shared id or capacity became free: what may help a pod waiting
+        for devices (upstream queues on a deallocation, not on a write that frees nothing, such
+        as the end of an assumption the committed claim replaced)."""
         before = self._effective(key)
         if new is None:
             if table.pop(key, None) is None:
-                return
+                return False
         else:
             table[key] = new
         after = self._effective(key)
         if before is after:
-            return
+            return False
+        freed: set[object] = set()
         if before is not None:
-            self._apply(before, -1)
+            freed = self._apply(before, -1)
         if after is not None:
-            self._apply(after, +1)
+            freed -= self._apply(after, +1)
         self._revision += 1
         self._snapshot = None
+        return bool(freed)
 
-    def _apply(self, c: _Contribution, sign: int) -> None:
+    def _apply(self, c: _Contribution, sign: int) -> set[object]:
+        """Apply one claim's contribution. Removing (-1) returns what became free (devices no
+        longer allocated, shared ids gone, devices with capacity given back); adding (+1) returns
+        everything it took."""
+        changed: set[object] = set()
         if self.on_pool_change is not None:
             for d in dict.fromkeys([*c.dedicated, *(s[0] for s in c.shared), *(dev for dev, _ in c.capacity)]):
                 self.on_pool_change((d[0], d[1]))
@@ -187,15 +201,22 @@ class AllocationTracker:
             self._dedicated[d] += sign
             if self._dedicated[d] <= 0:
                 del self._dedicated[d]
+                changed.add(d)
+            elif sign > 0:
+                changed.add(d)
             self._per_pool[(d[0], d[1])] += sign
         for s in c.shared:
             self._shared[s] += sign
             if self._shared[s] <= 0:
                 del self._shared[s]
+                changed.add(s)
+            elif sign > 0:
+                changed.add(s)
             self._shared_devices[s[0]] += sign
             if self._shared_devices[s[0]] <= 0:
                 del self._shared_devices[s[0]]
         for dev, consumed in c.capacity:
+            changed.add(("capacity", dev))
             entry = self._capacity.setdefault(dev, {})
             for name, q in consumed.items():
                 self._capacity_fmt.setdefault((dev, name), q.fmt)
@@ -203,6 +224,7 @@ class AllocationTracker:
             # Upstream ConsumedCapacityCollection.Remove drops an entry once every value is zero.
             if sign < 0 and all(v == 0 for v in entry.values()):
                 del self._capacity[dev]
+        return changed
 
     def allocated_in_pool(self, driver: str, pool: str) -> int:
         """Dedicated device allocations (committed or assumed) in one pool: for scoring only."""
