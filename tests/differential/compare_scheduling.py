@@ -20,7 +20,8 @@ sides report being compared:
   (every node evaluated), with it (production), and with it again (its verdicts reused), each
   against upstream's outcome (_diff_decision): the node (one of the highest total), the scores
   of that node, every node's status, and, when no node fits, the FailedScheduling message
-  ("0/N nodes are available: ...", upstream_message). For a case with ``partialScoring``
+  ("0/N nodes are available: ...", upstream_message), or, when a Filter failed with an error on
+  some node, upstream's error and no node's status (_diff_decision). For a case with ``partialScoring``
   (100 nodes or more) the production paths are compared with upstream's ``partial`` result, the
   search stopped after numFeasibleNodesToFind feasible nodes and scored over those;
 - ``steps``: for a sequence case, each step's result as above, in order.
@@ -204,9 +205,25 @@ def _diff_decision(go: Mapping[str, Any], decision: Mapping[str, Any], *, every_
     best first and stops at the first fit.
 
     No node fits: unschedulable, every node's status upstream's (the PreFilter's on every node),
-    and the FailedScheduling message upstream's (upstream_message)."""
+    and the FailedScheduling message upstream's (upstream_message).
+
+    A Filter failed with an error on some node (code Error: RunFilterPlugins' ``running "<plugin>"
+    filter plugin: ...``): upstream's findNodesThatPassFilters returns that error, whether other
+    nodes fit or not, and schedulePod fails the attempt with it: no FitError, so no diagnosis (no
+    node's status, no PostFilter) and the error as the FailedScheduling message. The nodes run in
+    parallel, so with several such nodes the error is any one of theirs."""
     g_filter: Mapping[str, Any] = go.get("filter") or {}
     statuses: Mapping[str, Any] = decision.get("statuses") or {}
+    errors = [s["reasons"][0] for s in g_filter.values() if s is not None and s.get("code") == "Error" and s["reasons"]]
+    if errors:
+        if "node" in decision:
+            return [f"go=error {errors[0]!r} python={decision['node']}"]
+        failed: list[str] = []
+        if statuses or decision.get("everyNode") is not None:
+            failed.append(f"statuses: go=none (the attempt failed with an error) python={sorted(statuses)}")
+        if decision.get("unschedulable") not in errors:
+            failed.append(f"message: go={errors[0]!r} python={decision.get('unschedulable')!r}")
+        return failed
     feasible = _feasible(go)
     out: list[str] = []
     if feasible:

@@ -46,6 +46,7 @@ re-runs the Python side, and `<harness> -v=5 < one-case-list.json` shows upstrea
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -206,9 +207,11 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         if by_name[r["name"]].get("partialScoring") and len(r["partial"]["filter"]) < len(r["filter"])
     ]
     assert len(cut_off) >= MIN_CUT_OFF, f"the search is cut off in only {cut_off}"
-    # The FailedScheduling message of every case without a feasible node (compared with draxr's).
+    # The FailedScheduling message of every case without a feasible node (compared with draxr's):
+    # FitError's summary, or the error of a Filter that failed (the attempt fails with it).
     messages = [r.get("message", "") for r in go_results if not any(s is None for s in r["filter"].values())]
-    assert all(m.startswith("0/") for m in messages), [m for m in messages if not m.startswith("0/")][:3]
+    odd = [m for m in messages if not m.startswith("0/") and not re.match(r'running "[A-Za-z]+" filter plugin: ', m)]
+    assert not odd, odd[:3]
     nonzero: Counter[str] = Counter()
     for r in go_results:
         nonzero.update({p for p, nodes in r["scores"].items() if any(nodes.values())})

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.allocator import DEFAULT_FEATURES, FatalKind
 from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.plugins.dynamic_resources import ClaimDecision
 from draxr.core.state import ClusterState, PodInfo
-from tests.unit.cluster_builders import DRIVER, GPU_CLASS, allocation, cluster, devices_of, pod
+from tests.unit.cluster_builders import DRIVER, GPU_CLASS, allocation, cluster, devices_of, gpu_slice, pod
 
 JSON = dict[str, Any]
 
@@ -218,3 +218,29 @@ def test_shared_unallocated_claim_is_not_allocated_twice_in_flight() -> None:
     second = decided(run(s, claim_pod([by_name("res", "shared")], name="b")))
     assert second.claims == (ClaimDecision("res", "ns", "shared", "uid-claim-shared", None, True),)
     assert devices_of(c.allocation)[0][0] == DRIVER
+
+
+def test_all_devices_on_a_pool_being_updated_fails_the_attempt_as_upstream() -> None:
+    # n2's pool has 2 slices, only one published (generation 1): "currently being updated". The
+    # allocator's error makes DynamicResources' Filter return an Error; upstream's RunFilterPlugins
+    # wraps it ('running "DynamicResources" filter plugin: ...') and schedulePod ends the attempt
+    # with it, whether other nodes fit (n1 does) or not: no diagnosis, no PostFilter, the wrapped
+    # error as the FailedScheduling message (scheduling differential, seed 2, mixed-dra-00039).
+    s = cluster({"n1": 2, "n2": 0})
+    part = gpu_slice("n2", 2)
+    part["spec"]["pool"]["resourceSliceCount"] = 2
+    s.upsert_slice(part)
+    body = claim("c")
+    body["spec"]["devices"]["requests"] = [
+        {"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "allocationMode": "All"}}
+    ]
+    s.upsert_claim(body)
+    out = rejected(run(s, claim_pod([by_name("res", "c")])))
+    assert out.message == (
+        'running "DynamicResources" filter plugin: claim ns/c, request gpu: asks for all devices, '
+        f"but resource pool {DRIVER}/n2 is currently being updated"
+    )
+    assert out.fatal_kind == FatalKind.INCOMPLETE_POOL
+    assert out.statuses == {}
+    assert out.every_node is None
+    assert out.reasons == {}

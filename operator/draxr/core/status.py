@@ -54,6 +54,13 @@ def error(plugin: str, *reasons: str) -> Status:
     return Status(Code.ERROR, plugin, reasons)
 
 
+def filter_error(plugin: str, message: str) -> Status:
+    """A Filter's error as the framework reports it (RunFilterPlugins wraps every status that is
+    not a rejection): ``running "<plugin>" filter plugin: <message>``, code Error. It fails the
+    whole attempt, and that text is the FailedScheduling message."""
+    return Status(Code.ERROR, plugin, (f'running "{plugin}" filter plugin: {message}',))
+
+
 def rejected(plugin: str, reasons: tuple[str, ...], is_unresolvable: bool) -> Status:
     """Unschedulable or, when ``is_unresolvable``, UnschedulableAndUnresolvable."""
     return Status(Code.UNRESOLVABLE if is_unresolvable else Code.UNSCHEDULABLE, plugin, reasons)

@@ -20,7 +20,7 @@ from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_claims import ClaimsCycle, PodClaim
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources
 from draxr.core.state import ClusterState, NodeInfo, PodInfo
-from draxr.core.status import Status, error, unresolvable, unschedulable
+from draxr.core.status import Status, filter_error, unresolvable, unschedulable
 
 CANNOT_ALLOCATE = "cannot allocate all claims"  # upstream's reason when the allocator finds no fit
 # draxr's: a class declares a device-plugin identity (core.migration) and running device-plugin pods
@@ -118,7 +118,9 @@ def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | Status 
 class DraFit:
     """DynamicResources' Filter on one node: a rejection (``detail``: draxr's own, more telling
     reason for the summary; ``fatal``: the allocator's error, which ends the pod's attempt), or the
-    special claim's chosen requests and allocation plus what to write to the pod's own claims."""
+    special claim's chosen requests and allocation plus what to write to the pod's own claims.
+    With ``fatal`` the rejection is the framework's Error (``running "DynamicResources" filter
+    plugin: <the allocator's error>``)."""
 
     rejection: Status | None
     detail: str = ""
@@ -187,7 +189,8 @@ class DynamicResources:
         try:
             unavailable = self.unavailable(node)
         except NodeSelectorError as e:  # validated by prefilter; kept as upstream's error
-            return DraFit(error(DRA, str(e)), str(e))
+            failed = filter_error(DRA, str(e))
+            return DraFit(failed, failed.first)
         if not user and not any(o.needs_claim for o in options):
             if unavailable:
                 return self._reject(pod_claims.NOT_AVAILABLE)
@@ -227,7 +230,10 @@ class DynamicResources:
             try:
                 outcome = self.allocator.allocate(node.raw, claims)
             except AllocationFatalError as err:
-                return DraFit(error(DRA, str(err)), str(err), fatal=err)
+                # Upstream's attempt ends with the framework's wrapped error: no diagnosis, no
+                # PostFilter, and that text as the FailedScheduling message (placement._fatal).
+                failed = filter_error(DRA, str(err))
+                return DraFit(failed, failed.first, fatal=err)
             if isinstance(outcome, NoFit):
                 reason, detail = CANNOT_ALLOCATE, outcome.reason
                 continue
