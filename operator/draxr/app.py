@@ -59,6 +59,7 @@ class Operator:  # implements handlers.Sink
         self.kube = kube
         self.cfg = cfg
         self.state = ClusterState()
+        self.state.profile = settings.profile
         self.recorder = Recorder(kube, settings.scheduler_name)
         self.scheduler = Scheduler(kube, self.state, settings, self.recorder)
         self.releaser = self.scheduler.releaser
@@ -419,6 +420,16 @@ def _own_signals(stop: asyncio.Event) -> None:
 
 async def main(settings: Settings) -> None:
     logs.configure(settings.log_level, settings.log_format)
+    loaded = settings.loaded_config
+    if loaded is not None:
+        log.info(
+            "configuration",
+            file=settings.config,
+            profile=loaded.profile.scheduler_name,
+            scoring=str(loaded.profile.fit.type),
+        )
+        for note in loaded.not_applied:
+            log.warning("configuration field not applied", file=settings.config, field=note)
     kube, cfg = await connect(settings)
     stop = asyncio.Event()
     _own_signals(stop)

@@ -20,11 +20,21 @@ def _version(_: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from draxr.app import main as run_operator
+    from draxr.core.scheduler_config import ConfigError
     from draxr.kube import set_default_compression, set_default_rate_limit
-    from draxr.settings import Settings
+    from draxr.settings import MIGRATION, REMOVED, Settings
 
+    removed = [flag for name, flag in REMOVED.items() if getattr(args, name, None) is not None]
+    removed += [flag for name, flag in REMOVED.items() if f"DRAXR_{name.upper()}" in os.environ]
+    if removed:
+        print(f"draxr: {', '.join(dict.fromkeys(removed))} {MIGRATION}", file=sys.stderr)
+        return 2
     overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides).with_config()
+    except ConfigError as e:
+        print(f"draxr: {e}", file=sys.stderr)
+        return 1
     set_default_rate_limit(settings.client_qps, settings.client_burst)
     set_default_compression(settings.api_compression)
     asyncio.run(run_operator(settings))
@@ -145,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             type=_flag_type(field.default),
             help=field.description,
         )
+    from draxr.settings import REMOVED
+
+    for name in REMOVED:  # refused with the migration (draxr._run), not argparse's bare error
+        run.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=_run)
     cap = sub.add_parser(
         "capacity", help="total / allocated / free per extended resource and node, DRA or device plugin"

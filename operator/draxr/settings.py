@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from draxr.core.gc import ForeignClaims, ReleasePolicy
 from draxr.core.plugins.node_resources_fit import Scoring
+from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
+from draxr.core.scheduler_config import ConfigError, LoadedConfig, load
+
+# What a KubeSchedulerConfiguration sets, and the flag each replaces.
+_FROM_CONFIG = {
+    "backoff_initial_seconds": "podInitialBackoffSeconds",
+    "backoff_max_seconds": "podMaxBackoffSeconds",
+    "percentage_of_nodes_to_score": "percentageOfNodesToScore",
+    "volume_bind_timeout_seconds": "VolumeBinding's bindTimeoutSeconds",
+}
+REMOVED = {
+    "scoring": "--scoring / DRAXR_SCORING",
+    "device_scoring": "--device-scoring / DRAXR_DEVICE_SCORING",
+}
+MIGRATION = (
+    "was removed in favour of kube-scheduler's configuration file: run draxr with --config FILE, a "
+    "KubeSchedulerConfiguration whose profile (schedulerName: the --scheduler-name) sets NodeResourcesFit's "
+    "scoringStrategy (type MostAllocated for --scoring MostAllocated; for the old --device-scoring default, "
+    "add your extended resources to scoringStrategy.resources); see docs/reference/configuration.md"
+)
 
 
 class Settings(BaseSettings):
@@ -20,11 +41,11 @@ class Settings(BaseSettings):
         "/var/run/secrets/kubernetes.io/serviceaccount",
         description="in-cluster token and ca.crt (tests point it elsewhere)",
     )
-    scoring: Scoring = Field(Scoring.LEAST_ALLOCATED, description="LeastAllocated (spread) or MostAllocated (pack)")
-    device_scoring: Scoring | None = Field(
-        Scoring.MOST_ALLOCATED,
-        description="DRA devices as a scored resource: MostAllocated packs GPUs so that whole nodes stay free "
-        "for large requests (default), LeastAllocated spreads them; unset: cpu and memory only, as kube-scheduler",
+    config: str | None = Field(
+        None,
+        description="a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1): the profile whose "
+        "schedulerName is --scheduler-name (plugins, weights, plugin args), percentageOfNodesToScore, pod backoff; "
+        "unset: kube-scheduler's default profile",
     )
     percentage_of_nodes_to_score: int = Field(0, ge=0, le=100, description="0: kube-scheduler's adaptive default")
     bind_concurrency: int = Field(64, ge=1, description="bindings written concurrently (each is 4 sequential writes)")
@@ -142,6 +163,57 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("info")
     log_format: str = Field("json", description="json or console")
+    _loaded: LoadedConfig | None = PrivateAttr(None)
+
+    def with_config(self) -> Settings:
+        """These settings with --config read and applied (a copy; the same without one). Raises
+        ConfigError when the file is refused, or names a setting that a flag also sets."""
+        if not self.config:
+            return self
+        try:
+            text = Path(self.config).read_text()
+        except OSError as e:
+            raise ConfigError([f"cannot read it: {e}"], self.config) from e
+        loaded = load(text, self.scheduler_name, self.config)
+        both = sorted(set(_FROM_CONFIG) & self.model_fields_set)
+        if both:
+            raise ConfigError(
+                [
+                    f"--{name.replace('_', '-')} (DRAXR_{name.upper()}) is set too: the file's {_FROM_CONFIG[name]} "
+                    "sets it (drop one)"
+                    for name in both
+                ],
+                self.config,
+            )
+        out = self.model_copy(
+            update={
+                "backoff_initial_seconds": float(loaded.pod_initial_backoff_seconds),
+                "backoff_max_seconds": float(loaded.pod_max_backoff_seconds),
+                "percentage_of_nodes_to_score": loaded.percentage_of_nodes_to_score,
+                "volume_bind_timeout_seconds": float(loaded.volume_bind_timeout_seconds or 600),
+            }
+        )
+        out._loaded = loaded
+        return out
+
+    @property
+    def loaded_config(self) -> LoadedConfig | None:
+        return self._loaded
+
+    @property
+    def profile(self) -> SchedulerProfile:
+        """The profile draxr runs: the file's, else kube-scheduler's default."""
+        return self._loaded.profile if self._loaded is not None else DEFAULT_PROFILE
+
+    @property
+    def scoring(self) -> Scoring | None:
+        """None: the profile's NodeResourcesFit strategy (placement.schedule's ``scoring``)."""
+        return None
+
+    @property
+    def device_scoring(self) -> Scoring | None:
+        """draxr's device scoring is gone from `draxr run` (kube-scheduler's scoring only)."""
+        return None
 
     @property
     def webhook_hosts(self) -> list[str]:
@@ -161,9 +233,3 @@ class Settings(BaseSettings):
             s.release_foreign_grace_seconds,
             s.release_own_grace_seconds,
         )
-
-    @field_validator("device_scoring", mode="before")
-    @classmethod
-    def _no_device_scoring(cls, value: object) -> object:
-        """``--device-scoring none`` (or empty): score cpu and memory only, as kube-scheduler does."""
-        return None if isinstance(value, str) and value.strip().lower() in ("", "none") else value

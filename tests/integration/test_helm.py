@@ -339,7 +339,7 @@ def test_values_reach_the_objects() -> None:
         "metrics.dashboard.enabled=true",
         "metrics.dashboard.labels.grafana_folder=gpu",
         "resources.limits.memory=2Gi",
-        "extraArgs={--scoring,MostAllocated}",
+        "extraArgs={--bind-concurrency,32}",
         "extraEnv[0].name=DRAXR_CLIENT_QPS",
         "extraEnv[0].value=50",
         "extraEnv[1].name=NODE",
@@ -357,7 +357,7 @@ def test_values_reach_the_objects() -> None:
     assert dep["spec"]["replicas"] == 3
     assert c["image"] == "registry.example/draxr:1.2.3"
     assert c["imagePullPolicy"] == "Always"
-    assert c["args"] == ["--scoring", "MostAllocated"]
+    assert c["args"] == ["--bind-concurrency", "32"]
     assert c["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
     env = env_of(objs)
     assert env["DRAXR_SCHEDULER_NAME"] == "gpu-sched"

@@ -10,6 +10,8 @@ import json
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.device_totals import dra_totals
 from draxr.core.interpod import (
     REASON_AFFINITY,
     AffinityPreFilter,
@@ -18,11 +20,13 @@ from draxr.core.interpod import (
     affinity_scores,
     normalize_affinity,
 )
+from draxr.core.labels import Selector
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.plugins.node_affinity import node_affinity_matches
+from draxr.core.plugins.node_resources_fit import Fit, strategy_score
 from draxr.core.pod_view import PodView
+from draxr.core.profile import DEFAULT_PROFILE, DefaultConstraint, FitStrategy, SchedulerProfile, ScoringType
 from draxr.core.scores import (
-    WEIGHTS,
     balanced_allocation_score,
     default_normalize,
     image_locality_score,
@@ -31,7 +35,6 @@ from draxr.core.scores import (
     normalized_image_name,
     prefer_no_schedule_tolerations,
     preferred_terms,
-    resource_fit_score,
 )
 from draxr.core.spread import (
     REASON_MISSING_LABEL,
@@ -135,8 +138,13 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
 
     hard, soft = view.spread.hard, view.spread.soft
     if not view.spread.explicit:
-        selector = default_selector(pod.namespace, view.labels, view.controller, state)
-        hard, soft = (), system_default_constraints(selector)
+        defaults = state.profile.spread_defaults
+        if defaults is None:  # defaultingType System
+            selector = default_selector(pod.namespace, view.labels, view.controller, state)
+            hard, soft = (), system_default_constraints(selector)
+        elif defaults:  # defaultingType List (an empty list: no default spreading)
+            selector = default_selector(pod.namespace, view.labels, view.controller, state)
+            hard, soft = _listed_defaults(defaults, selector)
     constrained = bool(view.node_selector or view.required_node_affinity)
     everywhere = not constrained and not any(c.honor_node_taints for c in (*hard, *soft))
     eligible: NodeEligible = None if everywhere else check
@@ -148,6 +156,23 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
         spread = spread_prefilter(hard, counts)
     affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
     return PodCycle(pod, view, node_names(view), spread, None if affinity.skip else affinity, soft, eligible)
+
+
+def _listed_defaults(
+    defaults: Sequence[DefaultConstraint], selector: Selector
+) -> tuple[tuple[Constraint, ...], tuple[Constraint, ...]]:
+    """buildDefaultConstraints: the profile's default constraints with the pod's default
+    selector (none when that selector is empty), split by whenUnsatisfiable."""
+    if selector.empty or selector.nothing:
+        return (), ()
+    made = [
+        (
+            c.hard,
+            Constraint(c.max_skew, c.topology_key, selector, c.min_domains, c.honor_node_affinity, c.honor_node_taints),
+        )
+        for c in defaults
+    ]
+    return tuple(c for hard, c in made if hard), tuple(c for hard, c in made if not hard)
 
 
 def _domains_key(view: PodView, constraints: Sequence[Constraint]) -> Hashable:
@@ -172,11 +197,14 @@ def score_nodes(
     *,
     most_allocated: bool = False,
     fit_override: Mapping[str, int] | None = None,
+    profile: SchedulerProfile | None = None,
 ) -> Scores:
     """Every default score plugin over ``nodes`` (the feasible ones), normalised. A plugin that
     upstream skips for this pod scores 0 everywhere. ``fit_override``: NodeResourcesFit's raw
     score per node when draxr's device scoring replaces it."""
     view, pod = cycle.view, cycle.pod
+    if profile is None:
+        profile = state.profile
     out: Scores = {}
 
     # TaintToleration (reverse: fewer untolerated PreferNoSchedule taints is better).
@@ -194,7 +222,8 @@ def score_nodes(
         out["NodeAffinity"] = default_normalize({n.name: node_affinity_score(preferred, n.raw) for n in nodes})
 
     # NodeResourcesFit (no normalisation) and BalancedAllocation.
-    cpu, memory = pod.view.fit_nonzero or pod.nonzero
+    strategy = FitStrategy(ScoringType.MOST_ALLOCATED) if most_allocated else profile.fit
+    scorer = Fit(pod, state, strategy, None, [], dra_totals(state, DEFAULT_FEATURES))
     fit: dict[str, int] = {}
     balanced: dict[str, int] = {}
     actual = (pod.units.get("cpu", 0), pod.units.get("memory", 0))
@@ -205,8 +234,7 @@ def score_nodes(
         if fit_override is not None and n.name in fit_override:
             fit[n.name] = fit_override[n.name]
         else:
-            requested = (usage.nonzero_milli_cpu + cpu, usage.nonzero_memory + memory)
-            fit[n.name] = resource_fit_score(requested, alloc, most=most_allocated)
+            fit[n.name] = strategy_score(strategy, *scorer.vectors(n, usage))
         if not best_effort:
             used = (usage.requested.get("cpu", 0), usage.requested.get("memory", 0))
             balanced[n.name] = balanced_allocation_score(used, actual, alloc)
@@ -233,24 +261,28 @@ def score_nodes(
             state,
             cycle.eligible,
             [(n.name, n.labels) for n in nodes],
-            require_all_topologies=view.spread.explicit,
+            require_all_topologies=view.spread.explicit or profile.spread_defaults is not None,
         )
         if spread is not None:
             out["PodTopologySpread"] = spread
 
     # InterPodAffinity.
-    topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
+    topology = affinity_scores(pod.namespace, view.labels, view.terms, state, profile.hard_pod_affinity_weight)
     if topology is not None:
         out["InterPodAffinity"] = normalize_affinity({n.name: affinity_node_score(topology, n.labels) for n in nodes})
 
     return out
 
 
-def weighted_totals(scores: Scores) -> dict[str, int]:
-    """Per node, the plugins' scores times the profile's weights, summed (a plugin left out is 0)."""
+def weighted_totals(scores: Scores, profile: SchedulerProfile = DEFAULT_PROFILE) -> dict[str, int]:
+    """Per node, the plugins' scores times the profile's weights, summed (a plugin left out, or
+    one the profile does not score with, is 0)."""
     totals: dict[str, int] = {}
+    weights = profile.weight_of
     for plugin, per_node in scores.items():
-        weight = WEIGHTS[plugin]
+        if plugin not in weights:
+            continue
+        weight = weights[plugin]
         for node, score in per_node.items():
             totals[node] = totals.get(node, 0) + weight * score
     return totals

@@ -15,6 +15,7 @@ from typing import Any
 from draxr.core import volumes
 from draxr.core.allocator import Features
 from draxr.core.cycle import PodCycle, node_names, prepare, score_nodes, weighted_totals
+from draxr.core.device_totals import dra_totals
 from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
@@ -38,6 +39,7 @@ from draxr.core.plugins.dynamic_resources import (
 from draxr.core.plugins.node_resources_fit import Scoring
 from draxr.core.pod_claims import ClaimsCycle
 from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED
+from draxr.core.profile import SchedulerProfile
 from draxr.core.ranking import rank
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
@@ -241,7 +243,7 @@ def schedule(
     state: ClusterState,
     *,
     features: Features,
-    scoring: Scoring = Scoring.LEAST_ALLOCATED,
+    scoring: Scoring | None = None,
     start: int = 0,
     percentage_of_nodes: int = 0,
     device_scoring: Scoring | None = None,
@@ -267,7 +269,14 @@ def schedule(
     the Binding (DynamicResources' PreBind); without it, pods with ``spec.resourceClaims`` are
     refused. ``equivalence``: reuse the node-local part of phase 1 across pods of the same shape
     (core.equivalence, ranked by core.ranking); off, every node is evaluated afresh and ranked by
-    cycle.score_nodes, the reference the cache is tested against."""
+    cycle.score_nodes, the reference the cache is tested against.
+
+    The profile is ``state.profile`` (a KubeSchedulerConfiguration's, else kube-scheduler's
+    default); ``scoring`` replaces its NodeResourcesFit strategy type (tests and benchmarks);
+    ``percentage_of_nodes``: the global percentageOfNodesToScore (the profile's wins)."""
+    profile = state.profile if scoring is None else state.profile.with_scoring(scoring)
+    if profile.percentage_of_nodes_to_score is not None:
+        percentage_of_nodes = profile.percentage_of_nodes_to_score
     view = pod.view
     unsupported = list(view.unsupported)
     if not binds_claims and view.claims_input is not None:
@@ -290,10 +299,13 @@ def schedule(
     filters = NodeFilter(pod, cycle, vcycle, state.storage)
     entries: dict[str, tuple[int, NodeVerdict]] | None = None
     shared: dict[Hashable, Any] = {}
+    local = _NodeLocal(pod, filters, prepared, state, profile, device_scoring, shared, features)
+    if local.resources.reads_devices(lambda name: name in state.mapping):
+        equivalence = False  # the score counts allocations beyond the node's own pools
     if equivalence:
-        table = state.equivalence.table(node_local_key(pod), state.mapping, (scoring, device_scoring))
+        table = state.equivalence.table(node_local_key(pod), state.mapping, (profile, device_scoring))
         entries, shared = table.entries, table.shared
-    local = _NodeLocal(pod, filters, prepared, state, scoring, device_scoring, shared)
+        local.shared = shared
     beyond_node = filters.reads_beyond_node
     nodes, usages, stamps, nominated = state.nodes, state.usage, state.node_stamps, state.nominated
 
@@ -385,11 +397,11 @@ def schedule(
         order: Iterable[int]
         chosen_scores: Callable[[int], dict[str, int]]
         if equivalence:
-            ranking = rank(cycle, state, feasible, verdicts, volume, dra_scores)
+            ranking = rank(cycle, state, feasible, verdicts, volume, dra_scores, profile)
             order, totals, chosen_scores = ranking.order(), ranking.totals, ranking.scores
         else:
             order, totals, chosen_scores = _reference_ranking(
-                cycle, state, feasible, verdicts, scoring, volume, dra_scores
+                cycle, state, feasible, verdicts, profile, volume, dra_scores
             )
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         for i in order:
@@ -456,15 +468,16 @@ class _NodeLocal:
         filters: NodeFilter,
         prepared: PodExtendedResources,
         state: ClusterState,
-        scoring: Scoring,
+        profile: SchedulerProfile,
         device_scoring: Scoring | None,
         shared: dict[Hashable, Any],
+        features: Features,
     ) -> None:
         self.filters, self.prepared, self.shared = filters, prepared, shared
         self.candidates = frozenset(prepared.candidates)
         self.restricted = prepared.node_restricted
         self.resources = node_resources_fit.PLUGIN.prefilter(
-            pod, state, scoring, device_scoring, filters.resources.checked
+            pod, state, profile.fit, device_scoring, filters.resources.checked, dra_totals(state, features)
         )
         self.identities = bool(state.identities())  # (a node moving back to its device plugin)
         self.balanced = balanced_allocation.PLUGIN.prescore(pod)
@@ -511,7 +524,7 @@ def _reference_ranking(
     state: ClusterState,
     nodes: Sequence[NodeInfo],
     verdicts: Sequence[NodeVerdict],
-    scoring: Scoring,
+    profile: SchedulerProfile,
     volume: Mapping[str, int] | None,
     dra: Sequence[int] | None,
 ) -> tuple[list[int], list[int], Callable[[int], dict[str, int]]]:
@@ -520,14 +533,15 @@ def _reference_ranking(
     if not nodes:
         return [], [], lambda i: {}
     fit = {n.name: v.fit for n, v in zip(nodes, verdicts, strict=True)}
-    scores = score_nodes(cycle, state, nodes, most_allocated=scoring is not Scoring.LEAST_ALLOCATED, fit_override=fit)
+    scores = score_nodes(cycle, state, nodes, profile=profile, fit_override=fit)
     scores["VolumeBinding"] = dict(volume) if volume is not None else dict.fromkeys((n.name for n in nodes), 0)
     scores["DynamicResources"] = (
         {n.name: s for n, s in zip(nodes, dra, strict=True)}
         if dra is not None
         else dict.fromkeys((n.name for n in nodes), 0)
     )
-    by_name = weighted_totals(scores)
+    scores = {plugin: per_node for plugin, per_node in scores.items() if profile.scores(plugin)}
+    by_name = weighted_totals(scores, profile)
     totals = [by_name.get(n.name, 0) for n in nodes]
     order = sorted(range(len(nodes)), key=lambda i: (-totals[i], nodes[i].name))
     return (

@@ -15,7 +15,8 @@ from draxr.core.cycle import PodCycle
 from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.scores import WEIGHTS, image_locality_score, normalized_image_name
+from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
+from draxr.core.scores import image_locality_score, normalized_image_name
 from draxr.core.spread import spread_column
 from draxr.core.state import ClusterState, NodeInfo
 
@@ -26,13 +27,20 @@ class Ranking:
 
     __slots__ = ("columns", "names", "totals")
 
-    def __init__(self, names: Sequence[str], columns: list[tuple[str, Sequence[int] | int]]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        columns: list[tuple[str, Sequence[int] | int]],
+        weights: Mapping[str, int] | None = None,
+    ) -> None:
+        """``columns``: only the plugins the profile scores with; ``weights``: theirs."""
+        weight_of = DEFAULT_PROFILE.weight_of if weights is None else weights
         self.names, self.columns = names, columns
-        same = sum(WEIGHTS[plugin] * column for plugin, column in columns if isinstance(column, int))
+        same = sum(weight_of[plugin] * column for plugin, column in columns if isinstance(column, int))
         totals = [same] * len(names)
         for plugin, column in columns:
             if not isinstance(column, int):
-                weight = WEIGHTS[plugin]
+                weight = weight_of[plugin]
                 weighted = column if weight == 1 else map(mul, repeat(weight), column)
                 totals = list(map(add, totals, weighted))
         self.totals = totals
@@ -65,14 +73,31 @@ def rank(
     verdicts: Sequence[NodeVerdict],
     volume: Mapping[str, int] | None = None,
     dra: Sequence[int] | None = None,
+    profile: SchedulerProfile = DEFAULT_PROFILE,
 ) -> Ranking:
     """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores;
-    ``dra``: DynamicResources' normalised scores, one per node (None: 0 everywhere)."""
+    ``dra``: DynamicResources' normalised scores, one per node (None: 0 everywhere); only the
+    profile's score plugins, with its weights."""
+    names = list(map(_name, nodes))
+    weights = profile.weight_of
+    columns: list[tuple[str, Sequence[int] | int]] = []
+    if nodes:
+        _columns(cycle, state, nodes, verdicts, volume, dra, profile, columns)
+    return Ranking(names, [(plugin, c) for plugin, c in columns if plugin in weights], weights)
+
+
+def _columns(
+    cycle: PodCycle,
+    state: ClusterState,
+    nodes: Sequence[NodeInfo],
+    verdicts: Sequence[NodeVerdict],
+    volume: Mapping[str, int] | None,
+    dra: Sequence[int] | None,
+    profile: SchedulerProfile,
+    columns: list[tuple[str, Sequence[int] | int]],
+) -> None:
     view, pod = cycle.view, cycle.pod
     names = list(map(_name, nodes))
-    columns: list[tuple[str, Sequence[int] | int]] = []
-    if not nodes:
-        return Ranking(names, columns)
 
     # TaintToleration: DefaultNormalizeScore, reversed (100 everywhere when no node has one).
     taints = list(map(_taint, verdicts))
@@ -110,13 +135,13 @@ def rank(
             cycle.eligible,
             names,
             labels,
-            view.spread.explicit,
+            view.spread.explicit or profile.spread_defaults is not None,  # (requireAllTopologies)
             state.label_key_nodes,
         )
         if spread is not None:
             columns.append(("PodTopologySpread", spread))
 
-    topology = affinity_scores(pod.namespace, view.labels, view.terms, state)
+    topology = affinity_scores(pod.namespace, view.labels, view.terms, state, profile.hard_pod_affinity_weight)
     if topology is not None:
         affinity = normalize_affinity({n.name: affinity_node_score(topology, n.labels) for n in nodes})
         columns.append(("InterPodAffinity", [affinity[name] for name in names]))
@@ -125,4 +150,3 @@ def rank(
     columns.append(("VolumeBinding", [volume.get(name, 0) for name in names] if volume is not None else 0))
     # (upstream has no PreScore for it: 0 everywhere for a pod without claims of its own)
     columns.append(("DynamicResources", list(dra) if dra is not None else 0))
-    return Ranking(names, columns)

@@ -1,6 +1,9 @@
 """NodeResourcesFit: the Filter checks the pod's requests against the node's allocatable less what
-the pods placed there request; the Score is LeastAllocated or MostAllocated over cpu and memory
-(draxr's optional device scoring adds the node's devices as a third resource).
+the pods placed there request; the Score is the profile's scoring strategy (LeastAllocated,
+MostAllocated or RequestedToCapacityRatio over its resources with their weights, extended resources
+included: a DRA-served one counts the devices of its class on the node, as upstream's
+resource_allocation.go since KEP-5004's beta). draxr's older device scoring (``device_scoring``,
+not reachable from `draxr run` any more) adds the node's devices as a third resource.
 
 KEP-5004: an extended resource a node does not advertise but a DeviceClass serves by DRA is not
 checked here (the allocator judges it); which names those are on a node is the pod's
@@ -9,11 +12,13 @@ before this Filter and hands it as ``dra_names`` and ``dra_reasons``."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
-from enum import StrEnum
+import math
+from collections.abc import Callable, Collection, Hashable, Sequence
 
+from draxr.core.limits import MAX_NODE_SCORE
+from draxr.core.mapping import is_extended_resource_name, is_prefixed_native_resource
+from draxr.core.profile import FitStrategy, ScoringType, broken_linear
 from draxr.core.requests import NodeRequests
-from draxr.core.scores import resource_fit_score
 from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
 from draxr.core.status import Status, rejected, unresolvable
 
@@ -25,9 +30,47 @@ DRA_HOLDS_DEVICES = "node(s) had DRA claims holding devices the device plugin ma
 _FIT_CHECKED = ("cpu", "memory", "ephemeral-storage")  # in fitsRequest's order
 
 
-class Scoring(StrEnum):
-    LEAST_ALLOCATED = "LeastAllocated"
-    MOST_ALLOCATED = "MostAllocated"
+Scoring = ScoringType  # (the name callers used before the profile)
+
+DraTotals = Callable[[NodeInfo, str], tuple[int, int]]
+"""(devices of the resource's DeviceClass on the node, how many are allocated); (0, 0) when no
+class serves the name."""
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """`schedutil.IsScalarResourceName`."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith("hugepages-")
+        or is_prefixed_native_resource(name)
+        or name.startswith("attachable-volumes-")
+    )
+
+
+def strategy_score(strategy: FitStrategy, requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go: a resource with
+    allocatable 0 is left out; the weighted mean, Go's integer division (RequestedToCapacityRatio:
+    rounded, and only resources scoring above 0 count)."""
+    total = weights = 0
+    kind = strategy.type
+    for spec, req, cap in zip(strategy.resources, requested, allocatable, strict=True):
+        if cap == 0:
+            continue
+        if kind is ScoringType.LEAST_ALLOCATED:
+            score = 0 if req > cap else (cap - req) * MAX_NODE_SCORE // cap
+        elif kind is ScoringType.MOST_ALLOCATED:
+            score = min(req, cap) * MAX_NODE_SCORE // cap
+        else:
+            score = broken_linear(strategy.shape, 100 if req > cap else req * 100 // cap)
+            if score <= 0:
+                continue
+        total += score * spec.weight
+        weights += spec.weight
+    if weights == 0:
+        return 0
+    if kind is ScoringType.REQUESTED_TO_CAPACITY_RATIO:
+        return math.floor(total / weights + 0.5)
+    return total // weights
 
 
 def fit_checked(pod: PodInfo) -> list[tuple[str, int]]:
@@ -63,20 +106,61 @@ def insufficient(
 class Fit:
     """The Filter and Score for one pod."""
 
-    __slots__ = ("checked", "cpu", "device_scoring", "least", "memory", "state")
+    __slots__ = ("checked", "cpu", "device_scoring", "dra", "memory", "requests", "state", "strategy")
 
     def __init__(
         self,
         pod: PodInfo,
         state: ClusterState | None,
-        scoring: Scoring,
+        scoring: Scoring | FitStrategy,
         device_scoring: Scoring | None,
         checked: list[tuple[str, int]] | None = None,
+        dra: DraTotals | None = None,
     ) -> None:
         self.checked = fit_checked(pod) if checked is None else checked
         self.cpu, self.memory = pod.view.fit_nonzero or pod.nonzero  # (pod-level requests left out)
-        self.least = scoring is Scoring.LEAST_ALLOCATED
+        self.strategy = scoring if isinstance(scoring, FitStrategy) else FitStrategy(scoring)
         self.state, self.device_scoring = state, device_scoring
+        # calculatePodResourceRequestList: cpu and memory with the non-zero defaults.
+        self.requests = [
+            self.cpu if r.name == "cpu" else self.memory if r.name == "memory" else pod.units.get(r.name, 0)
+            for r in self.strategy.resources
+        ]
+        self.dra = dra
+
+    def reads_devices(self, served: Callable[[str], bool]) -> bool:
+        """Whether the score counts devices (a resource the pod requests that DRA may serve):
+        then it reads more than the node's own inputs (allocations in shared pools)."""
+        return any(
+            want and spec.name not in ("cpu", "memory", "ephemeral-storage") and served(spec.name)
+            for spec, want in zip(self.strategy.resources, self.requests, strict=True)
+        )
+
+    def vectors(self, node: NodeInfo, usage: NodeUsage) -> tuple[list[int], list[int]]:
+        """calculateNodeAllocatableRequest: (requested with the pod, allocatable) per resource."""
+        requested: list[int] = []
+        allocatable: list[int] = []
+        alloc = node.allocatable
+        for spec, want in zip(self.strategy.resources, self.requests, strict=True):
+            name = spec.name
+            cap = used = 0
+            if name == "cpu":
+                cap, used = alloc.get("cpu", 0), usage.nonzero_milli_cpu
+            elif name == "memory":
+                cap, used = alloc.get("memory", 0), usage.nonzero_memory
+            elif name == "ephemeral-storage":
+                cap, used = alloc.get(name, 0), usage.requested.get(name, 0)
+            elif is_scalar_resource_name(name) and want:
+                cap, used = alloc.get(name, 0), usage.requested.get(name, 0)
+                if cap == 0 and self.dra is not None:
+                    cap, used = self.dra(node, name)
+            if cap == 0:
+                requested.append(0)
+                allocatable.append(0)
+                continue
+            requested.append(used + want)
+            allocatable.append(cap)
+        return requested, allocatable
 
     def filter(
         self, node: NodeInfo, usage: NodeUsage, dra_names: Collection[str] = (), dra_reasons: Sequence[str] = ()
@@ -107,9 +191,7 @@ class Fit:
     def score(self, node: NodeInfo, usage: NodeUsage, ext: NodeRequests) -> int:
         """The raw score (not normalised: upstream's is 0..100 already). ``usage`` without the
         nominated pods: upstream counts them in the filters only."""
-        requested = (usage.nonzero_milli_cpu + self.cpu, usage.nonzero_memory + self.memory)
-        alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-        fit = resource_fit_score(requested, alloc, most=not self.least)
+        fit = strategy_score(self.strategy, *self.vectors(node, usage))
         if self.device_scoring is not None and self.state is not None and (ext.dra_requests or ext.device_plugin):
             fit = round(_with_devices(fit, self.state, node, usage, ext, self.device_scoring))
         return fit
@@ -137,12 +219,15 @@ class NodeResourcesFit:
         self,
         pod: PodInfo,
         state: ClusterState | None = None,
-        scoring: Scoring = Scoring.LEAST_ALLOCATED,
+        scoring: Scoring | FitStrategy = Scoring.LEAST_ALLOCATED,
         device_scoring: Scoring | None = None,
         checked: list[tuple[str, int]] | None = None,
+        dra: DraTotals | None = None,
     ) -> Fit:
-        """``checked``: fit_checked(pod) when the caller has it already."""
-        return Fit(pod, state, scoring, device_scoring, checked)
+        """``checked``: fit_checked(pod) when the caller has it already; ``dra``: the device
+        counts of DRA-served extended resources (None: such a resource scores as one the node
+        does not have)."""
+        return Fit(pod, state, scoring, device_scoring, checked, dra)
 
 
 PLUGIN = NodeResourcesFit()
