@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from draxr.core import preemption as preemption_module
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.budget import Budget
 from draxr.core.claims import assumed_claim_key, held_claim_key
@@ -495,3 +498,74 @@ def test_a_hold_that_cannot_be_rebuilt_does_not_stop_the_others(monkeypatch: pyt
     sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
     assert sched.rebuild_holds() == 0
     assert calls == ["a", "b"]
+
+
+def _gpu_nodes(layout: list[list[tuple[int, int]]], size: int) -> ClusterState:
+    """Nodes of ``size`` devices; per node, holders as (devices, priority), devices in order."""
+    s = cluster({f"g{i}": size for i in range(len(layout))})
+    for i, holders in enumerate(layout):
+        next_device = 0
+        for j, (count, priority) in enumerate(holders):
+            devices = tuple(f"gpu-{d}" for d in range(next_device, min(size, next_device + count)))
+            next_device += len(devices)
+            if devices:
+                gpu_holder(s, f"g{i}-p{j}", f"g{i}", devices, priority=priority)
+    return s
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layout=st.lists(
+        st.lists(st.tuples(st.integers(1, 2), st.integers(0, 3)), min_size=1, max_size=6), min_size=1, max_size=3
+    ),
+    size=st.integers(4, 8),
+    wanted=st.integers(1, 4),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_a_dry_run_reusing_its_last_fit_names_the_victims_and_devices_of_a_full_one(
+    layout: list[list[tuple[int, int]]], size: int, wanted: int, shuffle: Any
+) -> None:
+    """_Trial._still_fits skips the allocator when the pods put back hold none of the last fit's
+    devices; the outcome (node, victims, held devices) is the one every allocator call gives."""
+    for holders in layout:
+        shuffle.shuffle(holders)
+    outcomes = []
+    for reuse in (True, False):
+        s = _gpu_nodes(layout, size)
+        with pytest.MonkeyPatch.context() as mp:
+            if not reuse:
+                mp.setattr(preemption_module._Trial, "_still_fits", lambda self, freed: False)
+            result = schedule(s.upsert_pod(pod("hi", gpus=wanted, priority=100)), s, features=DEFAULT_FEATURES)
+            if not isinstance(result, Unschedulable):
+                return
+            out = preempt(s.pods["uid-hi"], s, result, features=DEFAULT_FEATURES)
+        chosen = out.chosen
+        outcomes.append(
+            (chosen.node, [v.name for v in chosen.victims], out.held) if chosen is not None else (None, out.message)
+        )
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_dry_run_calls_the_allocator_only_when_a_pod_put_back_holds_a_device_it_took(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eight 1-device pods of rising priority, a 2-device preemptor: the first fit takes gpu-0 and
+    gpu-1; of the seven pods put back (most important first), only the holders of the devices the
+    current fit takes make the allocator run again."""
+    s = _gpu_nodes([[(1, p) for p in range(8)]], 8)
+    calls = []
+    real = preemption_module.DynamicResources.filter
+
+    def counted(self: Any, *a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(self, *a, **kw)
+
+    result = schedule(s.upsert_pod(pod("hi", gpus=2, priority=100)), s, features=DEFAULT_FEATURES)
+    assert isinstance(result, Unschedulable)
+    monkeypatch.setattr(preemption_module.DynamicResources, "filter", counted)
+    out = preempt(s.pods["uid-hi"], s, result, features=DEFAULT_FEATURES)
+    assert out.chosen is not None
+    assert sorted(v.name for v in out.chosen.victims) == ["g0-p0", "g0-p1"]
+    # All removed: gpu-0, gpu-1 taken. p7..p2 put back hold neither (no call); p1 holds gpu-1: a call,
+    # which fails (only gpu-0 and gpu-1 free), so p1 is a victim; p0 likewise.
+    assert len(calls) == 3

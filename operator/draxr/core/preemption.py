@@ -50,10 +50,17 @@ from typing import Any, ParamSpec
 
 from draxr.core.allocator import Features
 from draxr.core.allocator.allocated_devices import AllocatedState
+from draxr.core.allocator.model import DeviceId
 from draxr.core.budget import Budget
 from draxr.core.claims import assumed_claim_key, held_claim_key
 from draxr.core.placement import NodeFilter, Unschedulable, nominated_for, prefilter
-from draxr.core.plugins.dynamic_resources import CANNOT_ALLOCATE, DRA, DynamicResources, special_claim_options
+from draxr.core.plugins.dynamic_resources import (
+    CANNOT_ALLOCATE,
+    DRA,
+    ClaimDecision,
+    DynamicResources,
+    special_claim_options,
+)
 from draxr.core.pod_claims import ClaimsCycle
 from draxr.core.requests import NodeRequests, prepare_pod
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
@@ -308,6 +315,9 @@ class _Trial:
         self.needs = {key: uids for key, uids in _freeable(removed, state).items() if holds(key)}
         self.dra: dict[frozenset[str], tuple[Status | None, Mapping[str, Any] | None]] = {}
         self.ext = dry.requests_on(state.nodes[node])
+        # The last fit: its freed claims and the devices its allocation took (see _still_fits).
+        self.fit: tuple[frozenset[str], frozenset[DeviceId]] | None = None
+        self.whole_devices = _whole_devices_only(state, node)
 
     def check(self) -> Status | None:
         dry = self.dry
@@ -324,15 +334,36 @@ class _Trial:
             return None
         freed = frozenset(k for k, uids in self.needs.items() if uids <= self.uids)
         verdict = self.dra.get(freed)
+        if verdict is None and self._still_fits(freed):
+            assert self.fit is not None
+            verdict = self.dra[freed] = self.dra[self.fit[0]]
         if verdict is None:
             dra = DynamicResources(dry.pod, dry.state, dry.features, dry.ccycle)
             dra.use_allocated(dry.state.tracker.snapshot_without((*freed, dry.own_hold)))
             found = dra.filter(node, special_claim_options(dry.prepared, node, ext, dry.state))
             verdict = self.dra[freed] = (found.counted if found.rejection is not None else None, found.special)
+            if found.rejection is None:
+                self.fit = (freed, _devices_taken(found.special, found.claims))
         status, special = verdict
         if status is None:
             self.held = special
         return status
+
+    def _still_fits(self, freed: frozenset[str]) -> bool:
+        """The last fit's allocation holds with fewer claims freed when those put back hold none
+        of its devices: the allocator, a first-found search whose answers only shrink as devices
+        are taken, then finds that same allocation (so the verdict and the held devices are what
+        it would compute). Only for whole devices: with shared counters or consumable capacity a
+        device put back in use can take what another device needs."""
+        fit = self.fit
+        if fit is None or not self.whole_devices or not freed <= fit[0]:
+            return False
+        tracker = self.dry.state.tracker
+        for key in fit[0] - freed:
+            held = tracker.dedicated_devices(key)
+            if held is None or not held.isdisjoint(fit[1]):
+                return False
+        return True
 
     def add_back(self, pod: PodInfo) -> bool:
         """Put ``pod`` back; if the preemptor no longer fits, take it off again (False)."""
@@ -352,6 +383,26 @@ class _Trial:
             self.uids.add(pod.uid)
         if not self.dry.beyond:
             self.usage.apply(pod, sign)
+
+
+def _whole_devices_only(state: ClusterState, node: str) -> bool:
+    """No device the node sees consumes counters or may be allocated several times."""
+    for sl in state.inventory.slices_for_node(node):
+        if sl.shared_counters:
+            return False
+        for d in sl.devices:
+            if d.consumes_counters or d.allow_multiple_allocations:
+                return False
+    return True
+
+
+def _devices_taken(special: Mapping[str, Any] | None, claims: Iterable[ClaimDecision]) -> frozenset[DeviceId]:
+    """The devices an allocation (the special claim's and the pod's own claims') takes."""
+    out: set[DeviceId] = set()
+    for allocation in (special, *(c.allocation for c in claims)):
+        for r in ((allocation or {}).get("devices") or {}).get("results") or ():
+            out.add((str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))))
+    return frozenset(out)
 
 
 def select_victims(dry: _DryRun, node: str, budgets: Sequence[Budget]) -> tuple[Candidate | None, Status | None]:

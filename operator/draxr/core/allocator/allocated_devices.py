@@ -158,6 +158,16 @@ class AllocationTracker:
         c = self._effective(key)
         return c is not None and bool(c.dedicated or c.shared or c.capacity)
 
+    def dedicated_devices(self, key: str) -> frozenset[DeviceId] | None:
+        """The devices the claim under ``key`` (committed or assumed) holds whole; None when it
+        holds a shared device or capacity (what it takes from others is then not a device set)."""
+        c = self._effective(key)
+        if c is None:
+            return frozenset()
+        if c.shared or c.capacity:
+            return None
+        return frozenset(c.dedicated)
+
     def is_assumed(self, key: str) -> bool:
         """Whether an in-flight allocation is recorded under ``key``."""
         return key in self._assumed
