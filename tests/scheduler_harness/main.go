@@ -214,6 +214,9 @@ type testCase struct {
 	AssumeOn []string  `json:"assumeOn,omitempty"`
 	// optional: also report the search cut off at numFeasibleNodesToFind ("partial").
 	PartialScoring bool `json:"partialScoring,omitempty"`
+	// optional (config.go): a KubeSchedulerConfiguration (JSON) and the profile to use from it.
+	Config        json.RawMessage `json:"config,omitempty"`
+	SchedulerName string          `json:"schedulerName,omitempty"`
 }
 
 type nodeStatus struct {
@@ -356,7 +359,11 @@ func (r *runner) run(tc *testCase) (out any) {
 			out = failure{Name: tc.Name, Error: fmt.Sprintf("panic: %v\n%s", p, debug.Stack())}
 		}
 	}()
-	res, err := r.evaluate(tc)
+	rr, err := r.withCaseConfig(tc)
+	if err != nil {
+		return failure{Name: tc.Name, Error: err.Error()}
+	}
+	res, err := rr.evaluate(tc)
 	if err != nil {
 		return failure{Name: tc.Name, Error: err.Error()}
 	}
@@ -911,6 +918,10 @@ func main() {
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0)*4, "cases evaluated concurrently (each has its own fake clientset, informers and framework)")
 	pluginParallelism := flag.Int("plugin-parallelism", parallelize.DefaultParallelism, "the framework's parallelism (kube-scheduler's default is 16)")
 	timeout := flag.Duration("timeout", 60*time.Second, "per-case timeout")
+	configFile := flag.String("config", "", "a KubeSchedulerConfiguration file: the runner uses its profile -scheduler-name (config.go)")
+	schedulerName := flag.String("scheduler-name", "default-scheduler", "with -config: the profile to use")
+	checkConfigFile := flag.String("check-config", "", "print {\"errors\": [...]} for this KubeSchedulerConfiguration file (config.go) and exit")
+	checkConfigList := flag.Bool("check-configs", false, "read a JSON list of {\"config\", \"schedulerName\"} on stdin; print each one's errors and profile (config.go) and exit")
 	flag.Parse()
 
 	metrics.Register()
@@ -927,7 +938,34 @@ func main() {
 		timeout:                  *timeout,
 	}
 
+	if *configFile != "" {
+		data, err := os.ReadFile(*configFile)
+		if err == nil {
+			r.profile, r.percentageOfNodesToScore, err = profileFromConfig(data, *schedulerName)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scheduler-harness: -config: %v\n", err)
+			os.Exit(2)
+		}
+	}
+
 	switch {
+	case *checkConfigList:
+		out, err := checkConfigs(r, bufio.NewReader(os.Stdin))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scheduler-harness: -check-configs: %v\n", err)
+			os.Exit(2)
+		}
+		writeJSON(out)
+		return
+	case *checkConfigFile != "":
+		data, err := os.ReadFile(*checkConfigFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scheduler-harness: %v\n", err)
+			os.Exit(2)
+		}
+		writeJSON(map[string]any{"errors": checkConfig(r, data)})
+		return
 	case *printFeatures:
 		writeJSON(featureReport())
 		return

@@ -635,7 +635,7 @@ def _spread_errors(args: PodTopologySpreadArgs, path: str) -> list[str]:
 
 def _args_errors(name: str, args: _Args, path: str) -> list[str]:
     """validatePluginConfig's validators (NodeResourcesFit's is keyed "NodeResourcesFitArgs" there,
-    so it runs only in NewFit)."""
+    so it runs only in NewFit); their aggregates flattened into the configuration's, as upstream."""
     if isinstance(args, DefaultPreemptionArgs):
         pct, absolute = args.minCandidateNodesPercentage or 0, args.minCandidateNodesAbsolute or 0
         errs = []
@@ -658,13 +658,13 @@ def _args_errors(name: str, args: _Args, path: str) -> list[str]:
                     "cannot be zero at the same time as minCandidateNodesPercentage",
                 )
             )
-        return [_aggregate(errs)] if errs else []
+        return errs
     if isinstance(args, InterPodAffinityArgs):
         w = args.hardPodAffinityWeight if args.hardPodAffinityWeight is not None else 1
         return [] if 0 <= w <= 100 else [invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]")]
     if isinstance(args, PodTopologySpreadArgs):
         errs = _spread_errors(args, path)
-        return [_aggregate(errs)] if errs else []
+        return errs
     if isinstance(args, NodeResourcesBalancedAllocationArgs):
         errs = []
         seen: set[str] = set()
@@ -674,7 +674,7 @@ def _args_errors(name: str, args: _Args, path: str) -> list[str]:
             seen.add(r.name)
             if r.weight != 1:
                 errs.append(invalid(f"{path}.resources[{i}].weight", r.weight, "must be 1"))
-        return [_aggregate(errs)] if errs else []
+        return errs
     if isinstance(args, VolumeBindingArgs):
         errs = []
         if (args.bindTimeoutSeconds or 0) < 0:
@@ -686,7 +686,7 @@ def _args_errors(name: str, args: _Args, path: str) -> list[str]:
                 )
             )
         errs += _shape_errors(args.shape, f"{path}.shape")
-        return [_aggregate(errs)] if errs else []
+        return errs
     return []
 
 
@@ -934,11 +934,15 @@ def _draxr_refusals(eff: Effective, decoded: Mapping[str, _Args | None], path: s
     extra_score = sorted(set(eff.points["score"]) - set(default.points["score"]))
     if extra_score:
         out.append(f"{path}.plugins.score: enabled {', '.join(extra_score)}: draxr does not run these score plugins")
-    expected_prescore = {p for p in default.points["preScore"] if p in eff.points["score"]}
-    if set(eff.points["preScore"]) != expected_prescore:
+    # A Score whose PreScore is off reads no PreScore state (upstream's plugin fails the cycle):
+    # refused. A PreScore without its Score changes nothing and is accepted.
+    missing = sorted(
+        p for p in default.points["preScore"] if p in eff.points["score"] and p not in eff.points["preScore"]
+    )
+    if missing:
         out.append(
-            f"{path}.plugins.preScore: {', '.join(sorted(set(eff.points['preScore']) ^ expected_prescore))}: draxr "
-            "enables a plugin's PreScore exactly when its Score is enabled"
+            f"{path}.plugins.preScore: disabled {', '.join(missing)} while their Score is enabled: "
+            "not supported by draxr"
         )
     args = {n: _default_args(n, decoded.get(n)) for n in IMPLEMENTS}
     fit = args["NodeResourcesFit"]

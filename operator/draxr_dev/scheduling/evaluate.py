@@ -27,6 +27,7 @@ the equivalence cache is shared by the whole sequence, as in production.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +37,7 @@ from draxr.core.cycle import score_nodes, weighted_totals
 from draxr.core.placement import Decision, NodeFilter, Unschedulable, prefilter, schedule
 from draxr.core.plugins.dynamic_resources import DynamicResources, prioritized_list_scores, special_claim_options
 from draxr.core.requests import prepare_pod
-from draxr.core.scores import WEIGHTS
+from draxr.core.scheduler_config import load as load_config
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
 from draxr.core.status import Status
 from draxr_dev.scheduling.storage_case import build_storage
@@ -60,6 +61,9 @@ def _with_identity(obj: Mapping[str, Any], kind: str, index: int) -> dict[str, A
 
 def build_state(case: Mapping[str, Any]) -> ClusterState:
     state = ClusterState()
+    if case.get("config") is not None:  # the case's KubeSchedulerConfiguration (casegen_config)
+        loaded = load_config(json.dumps(case["config"]), case.get("schedulerName") or "default-scheduler")
+        state.profile = loaded.profile
     for ns in case.get("namespaces") or ():
         state.upsert_namespace(ns)
     for field, kind in _WORKLOAD_KINDS.items():
@@ -179,11 +183,13 @@ def _per_node(pod: PodInfo, state: ClusterState, names: list[str], prefiltered: 
         scores["DynamicResources"] = {
             n.name: dra_scores[i] if dra_scores is not None else 0 for i, n in enumerate(feasible)
         }
+    weights = state.profile.weight_of  # the profile's score plugins only
+    scores = {p: per_node for p, per_node in scores.items() if p in weights}
     out["scores"] = scores
     if feasible:
-        out["scoreSkipped"] = sorted(set(WEIGHTS) - set(scores))
-    out["weights"] = {p: WEIGHTS[p] for p in scores}
-    totals = weighted_totals(scores)
+        out["scoreSkipped"] = sorted(set(weights) - set(scores))
+    out["weights"] = {p: weights[p] for p in scores}
+    totals = weighted_totals(scores, state.profile)
     out["total"] = {n.name: totals.get(n.name, 0) for n in feasible}
     return out
 

@@ -98,3 +98,14 @@ def profile(binary: Path) -> JSON:
     """The default profile: plugins per extension point (score plugins with weights), plugin args."""
     out: JSON = _call(binary, ["-print-profile"], None, 60)
     return out
+
+
+def check_configs(binary: Path, configs: Sequence[Mapping[str, Any]], *, timeout: float = 600) -> list[JSON]:
+    """For each {"config", "schedulerName"}: kube-scheduler's errors for the configuration (none:
+    accepted) and, when accepted, the profile of that name as -print-profile reports it
+    (tests/scheduler_harness/config.go)."""
+    payload = [{"config": c["config"], "schedulerName": c["schedulerName"]} for c in configs]
+    out: list[JSON] = _call(binary, ["-check-configs"], json.dumps(payload, separators=(",", ":")), timeout)
+    if len(out) != len(payload):
+        raise RuntimeError(f"scheduler harness returned {len(out)} results for {len(payload)} configurations")
+    return out
