@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from draxr.core.scheduler_config import load as load_scheduler_config
 from draxr.core.steering import STEERED_ANNOTATION
 from draxr.kube import (
     CLUSTER_ROLE_BINDINGS,
@@ -339,7 +340,7 @@ def test_values_reach_the_objects() -> None:
         "metrics.dashboard.enabled=true",
         "metrics.dashboard.labels.grafana_folder=gpu",
         "resources.limits.memory=2Gi",
-        "extraArgs={--bind-concurrency,32}",
+        "extraArgs={--log-level,debug}",
         "extraEnv[0].name=DRAXR_CLIENT_QPS",
         "extraEnv[0].value=50",
         "extraEnv[1].name=NODE",
@@ -357,7 +358,11 @@ def test_values_reach_the_objects() -> None:
     assert dep["spec"]["replicas"] == 3
     assert c["image"] == "registry.example/draxr:1.2.3"
     assert c["imagePullPolicy"] == "Always"
-    assert c["args"] == ["--bind-concurrency", "32"]
+    assert c["args"] == ["--log-level", "debug"]
+    # The scheduler configuration follows the scheduler name, and draxr accepts it.
+    text = only(objs, "ConfigMap", "draxr-scheduler-config")["data"]["scheduler-config.yaml"]
+    assert load_scheduler_config(text, "gpu-sched").profile.scheduler_name == "gpu-sched"
+    assert {"name": "DRAXR_CONFIG", "value": "/etc/draxr/scheduler-config.yaml"} in c["env"]
     assert c["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
     env = env_of(objs)
     assert env["DRAXR_SCHEDULER_NAME"] == "gpu-sched"
@@ -411,6 +416,24 @@ def test_values_reach_the_objects() -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
 
 
+def test_scheduler_config_value_is_the_file() -> None:
+    """The value schedulerConfig is the ConfigMap's file as it is (here: bin-packing with a GPU),
+    and draxr reads it so."""
+    objs = render(
+        "schedulerConfig.apiVersion=kubescheduler.config.k8s.io/v1",
+        "schedulerConfig.kind=KubeSchedulerConfiguration",
+        "schedulerConfig.profiles[0].schedulerName=draxr",
+        "schedulerConfig.profiles[0].pluginConfig[0].name=NodeResourcesFit",
+        "schedulerConfig.profiles[0].pluginConfig[0].args.scoringStrategy.type=MostAllocated",
+        "schedulerConfig.profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].name=example.com/gpu",
+        "schedulerConfig.profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight=3",
+    )
+    text = only(objs, "ConfigMap", "draxr-scheduler-config")["data"]["scheduler-config.yaml"]
+    profile = load_scheduler_config(text, "draxr").profile
+    assert str(profile.fit.type) == "MostAllocated"
+    assert [(r.name, r.weight) for r in profile.fit.resources] == [("example.com/gpu", 3)]
+
+
 def test_switches_remove_what_they_turn_off() -> None:
     full = kinds_names(by_key(render()))
     off = render("webhook.enabled=false", "leaderElection.enabled=false", "replicas=1")
@@ -442,7 +465,7 @@ def test_switches_remove_what_they_turn_off() -> None:
     other = render("certManager.enabled=true", *MONITORING, namespace="gpu-ops")
     cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "MutatingWebhookConfiguration")
     namespaced = [o for o in other if o["kind"] not in cluster_scoped]
-    assert len(namespaced) == 13, [o["kind"] for o in namespaced]
+    assert len(namespaced) == 14, [o["kind"] for o in namespaced]
     assert {o["metadata"].get("namespace") for o in namespaced} == {"gpu-ops"}, [
         (o["kind"], o["metadata"].get("namespace")) for o in namespaced
     ]
@@ -461,6 +484,10 @@ def test_switches_remove_what_they_turn_off() -> None:
         (("webhook.url=http://127.0.0.1:9443/",), "url"),
         (("replica=2",), "replica"),  # a typo in a key is refused, not ignored
         (("nodeAgent.refreshSeconds=0",), "refreshSeconds"),
+        (
+            ("schedulerConfig.profiles[0].schedulerName=other",),
+            "schedulerConfig has no profile with schedulerName draxr",
+        ),
     ],
 )
 def test_unsafe_or_unknown_values_are_refused(values: tuple[str, ...], message: str) -> None:
@@ -556,7 +583,7 @@ async def test_helm_install_creates_the_objects_and_its_rbac_carries_the_operato
 
     # Every object of the chart exists, with the content the chart renders.
     want = render(*values)
-    assert len(want) == 15, [(o["kind"], o["metadata"]["name"]) for o in want]  # manifests/ less its Namespace
+    assert len(want) == 16, [(o["kind"], o["metadata"]["name"]) for o in want]  # manifests/ less its Namespace
     for obj in want:
         group = obj["apiVersion"].rpartition("/")[0]
         where = ["-n", obj["metadata"]["namespace"]] if "namespace" in obj["metadata"] else []

@@ -95,6 +95,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
         "role.rbac.authorization.k8s.io/draxr-leader-election",
         "rolebinding.rbac.authorization.k8s.io/draxr-leader-election",
         "deployment.apps/draxr",
+        "configmap/draxr-scheduler-config",
         "service/draxr-metrics",
         "service/draxr-webhook",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/draxr",
@@ -111,7 +112,7 @@ async def test_kubectl_apply_k_installs_and_is_idempotent(
         again = await asyncio.to_thread(manifests.apply, control_plane, *args)
         assert again.returncode == 0, again.stderr
         lines = [line for line in again.stdout.splitlines() if line.strip()]
-        assert len(lines) == 16, again.stdout
+        assert len(lines) == 17, again.stdout
         assert all("unchanged" in line for line in lines), again.stdout
 
     dep = await kube.get(DEPLOYMENTS, "draxr", NAMESPACE)
