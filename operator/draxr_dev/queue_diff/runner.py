@@ -30,8 +30,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import ssl
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,11 +267,41 @@ def default_operator_factory() -> Callable[[], Any]:
     cfg = client.Configuration()
     cfg.host = "http://127.0.0.1:9"  # never used: nothing sends a request
     settings = Settings(scheduler_name=SCHEDULER)
+    shared = ssl.create_default_context()
 
     def make() -> Any:
-        return Operator(settings, Kube(client.ApiClient(cfg)), cfg)
+        with _one_ssl_context(shared):
+            return Operator(settings, Kube(client.ApiClient(cfg)), cfg)
 
     return make
+
+
+@contextmanager
+def _one_ssl_context(shared: ssl.SSLContext) -> Iterator[None]:
+    """Every ApiClient built in this thread meanwhile gets ``shared`` as its TLS context: each
+    ApiClient (an Operator builds three) otherwise loads the system's CA certificates anew, which
+    was 70% of this side's time, for clients that never connect. Other threads (an embedded
+    operator of the integration tests) and clients with a CA file of their own are not affected."""
+    from kubernetes_asyncio.client import rest
+
+    real, owner = rest.ssl, threading.get_ident()  # type: ignore[attr-defined]
+
+    class OneContext:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def create_default_context(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+            if threading.get_ident() != owner or args or any(v is not None for v in kwargs.values()):
+                own: ssl.SSLContext = real.create_default_context(*args, **kwargs)
+                return own
+            return shared
+
+    rest.ssl = OneContext()  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        rest.ssl = real  # type: ignore[attr-defined]
 
 
 def _run_one(side: DraxrSide, seq: Mapping[str, Any], go: Mapping[str, Any]) -> PySequence:
