@@ -20,6 +20,10 @@ frameworkruntime.NewFramework per profile, as scheduler.New).
   even when their Score is disabled; those are left out (they score nothing in either).
   Mismatches of the scheduling differential's known deviation (compare_scheduling.two_phase_scoring)
   are tolerated, no other.
+* **Preemption**: the preemption differential's cases (casegen_preemption) each with a valid
+  generated configuration: schedule() then PostFilter compared as
+  tests/differential/test_preemption_differential.py compares them (compare_preemption), its known
+  deviation (the spread-terminating group) tolerated, no other.
 * **It can fail**: the same cases without their configurations on draxr's side (kube-scheduler's
   default profile) must mismatch upstream's configured results in many cases.
 
@@ -42,13 +46,17 @@ from draxr.core.scheduler_config import ConfigError, load
 from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import generate
 from draxr_dev.scheduling.casegen_config import MISTAKES, configs, with_configs
+from draxr_dev.scheduling.casegen_preemption import generate_preemption_cases
+from tests.differential import compare_preemption
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
+from tests.differential.test_preemption_differential import classify as preemption_deviation
 from tests.seeds import seed
 
 SEED = seed("DRAXR_CONFIG_DIFF_SEED", 1)
 SCALE = float(os.environ.get("DRAXR_CONFIG_DIFF_SCALE", "1"))
 VALID, INVALID = (max(1, round(n * SCALE)) for n in (200, 190))
 CASE_COUNTS = tuple(max(1, round(n * SCALE)) for n in (300, 60, 150, 100))  # plain, volume, claim, mixed
+PREEMPTION_COUNTS = tuple(max(1, round(n * SCALE)) for n in (400, 100))  # plain, device
 MIN_PER_TAG = max(1, round(5 * min(SCALE, 1.0)))
 POINTS = (
     "preFilter",
@@ -194,15 +202,39 @@ def test_scheduling_with_configurations_matches_upstream(
 def test_the_comparison_sees_the_configuration(cases: list[dict[str, Any]], go_results: list[dict[str, Any]]) -> None:
     """Without their configurations (kube-scheduler's default profile on draxr's side) the cases
     must mismatch upstream's configured results: the configurations change decisions and scores."""
-    stripped = []
-    for case in cases:
-        c = copy.deepcopy(case)
-        c.pop("config")
-        c.pop("schedulerName")
-        stripped.append(c)
-    py, _, _ = run_python(stripped)
+    py, _, _ = run_python(_stripped(cases))
     mismatches = compare(cases, go_results, py)
     fit = sum(any("NodeResourcesFit" in d for d in m["differences"]) for m in mismatches)
     print(f"[config-differential] without the configurations: {len(mismatches)} of {len(cases)} cases mismatch")
     assert len(mismatches) >= len(cases) // 4, len(mismatches)
     assert fit >= MIN_PER_TAG, f"only {fit} cases tell NodeResourcesFit's configured scores from the default"
+
+
+def _stripped(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for case in cases:
+        c = copy.deepcopy(case)
+        c.pop("config")
+        c.pop("schedulerName")
+        out.append(c)
+    return out
+
+
+def test_preemption_with_configurations_matches_upstream(harness: Path) -> None:
+    cases = with_configs(SEED, generate_preemption_cases(SEED, *PREEMPTION_COUNTS))
+    go = go_harness.run(harness, cases)
+    errors = [r for r in go if "error" in r]
+    assert not errors, "\n".join(f"{r['name']}: {r['error'][:400]}" for r in errors[:5])
+    py, seconds = compare_preemption.run_python(cases)
+    mismatches = compare_preemption.compare(cases, go, py)
+    unexpected = [m for m in mismatches if preemption_deviation(m) is None]
+    print(
+        f"[config-differential] {len(cases)} configured preemption cases, Python {seconds:.1f}s: "
+        f"{len(mismatches)} mismatches, {len(mismatches) - len(unexpected)} of them the known deviation"
+    )
+    assert not unexpected, "\n".join(compare_preemption.format_mismatch(m) for m in unexpected[:8])
+    # It can fail: without the configurations on draxr's side some cases tell them apart.
+    py_default, _ = compare_preemption.run_python(_stripped(cases))
+    without = compare_preemption.compare(cases, go, py_default)
+    print(f"[config-differential] preemption without the configurations: {len(without)} mismatches")
+    assert len(without) >= MIN_PER_TAG, len(without)
