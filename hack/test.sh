@@ -45,7 +45,26 @@ if [ "${#selected[@]}" -gt 0 ]; then
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*versions*) needs_versions=1 ;; esac
   done
 fi
-# DRAXR_TEST_PLAN=1: print what these arguments would build, build and run nothing (tests/unit/test_test_sh.py).
+# The generated tests' seed (tests/seeds.py: the differentials' cases, the chaos run's faults): a
+# new one every run, CI's too (unset or "random"); a number replays that seed; "fixed" gives each
+# test its fixed default, the reference seed the known deviations are pinned at. Printed here, in
+# pytest's header and at the end, with the command that replays the run.
+case "${DRAXR_TEST_SEED:-random}" in
+  random) DRAXR_TEST_SEED=$(( (RANDOM << 15 | RANDOM) % 1000000 )) ;;
+  fixed) DRAXR_TEST_SEED= ;;
+esac
+replay="bash hack/test.sh"
+for arg in "$@"; do replay+=" $(printf '%q' "$arg")"; done
+if [ -n "$DRAXR_TEST_SEED" ]; then
+  export DRAXR_TEST_SEED
+  seed_line="seed $DRAXR_TEST_SEED; replay: DRAXR_TEST_SEED=$DRAXR_TEST_SEED $replay"
+else
+  unset DRAXR_TEST_SEED
+  seed_line="seeds: the tests' fixed defaults; replay: DRAXR_TEST_SEED=fixed $replay"
+fi
+echo "[test] $seed_line" >&2
+# DRAXR_TEST_PLAN=1: print what these arguments would build (and, above, the seed), build and run
+# nothing (tests/unit/test_test_sh.py).
 if [ "${DRAXR_TEST_PLAN:-}" = 1 ]; then
   echo "cp=$needs_cp k8s-1.35=$needs_135 node=$needs_node harnesses=$needs_diff helm=$needs_helm" \
     "promtool=$needs_promtool image=$needs_image kueue=$needs_kueue versions=$needs_versions"
@@ -141,24 +160,14 @@ if [ "$needs_versions" = 1 ]; then
 fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
-# The generated tests' seed (tests/seeds.py: the differentials' cases, the chaos run's faults):
-# unset, each test's fixed default (the reference the known deviations are pinned at); a number, that
-# seed; "random", a new one. Printed here and in pytest's header with the command that replays it.
-if [ "${DRAXR_TEST_SEED:-}" = random ]; then
-  DRAXR_TEST_SEED=$(( (RANDOM << 15 | RANDOM) % 1000000 ))
-fi
-if [ -n "${DRAXR_TEST_SEED:-}" ]; then
-  export DRAXR_TEST_SEED
-  echo "[test] seed $DRAXR_TEST_SEED; replay: DRAXR_TEST_SEED=$DRAXR_TEST_SEED bash hack/test.sh [TESTS]" >&2
-else
-  echo "[test] seeds: the tests' fixed defaults (DRAXR_TEST_SEED=random draws one)" >&2
-fi
 set +e
 # The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
 # --durations=N given here wins.
 .venv/bin/python -m pytest --durations=30 "$@"
 rc=$?
 set -e
+# The seed again at the end, where a red run's reader looks.
+echo "[test] $seed_line" >&2
 if [ "$rc" -eq 5 ]; then
   echo "[test] pytest collected no tests: that is a failure" >&2
   exit 1

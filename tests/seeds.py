@@ -2,9 +2,11 @@
 
 Each test reads its own variable first (``DRAXR_SCHED_DIFF_SEED``, ``DRAXR_CHAOS_SEED``, ...),
 then ``DRAXR_TEST_SEED``, then its fixed default, the reference seed the known deviations are
-pinned at (tests/differential/known_deviations.json). ``DRAXR_TEST_SEED=random bash hack/test.sh``
-draws a new one and prints it; pytest's header repeats it with the command that replays the run
-(docs/developer/testing.md, "Seeds and known deviations").
+pinned at (tests/differential/known_deviations.json). ``bash hack/test.sh`` (CI's command) draws a
+new ``DRAXR_TEST_SEED`` every run unless one is given (``fixed``: the defaults) and prints it with
+the command that replays the run, before and after pytest; pytest's header repeats it
+(docs/developer/testing.md, "Seeds and known deviations"). pytest run directly, without
+``DRAXR_TEST_SEED``, uses the fixed defaults.
 """
 
 from __future__ import annotations
@@ -23,5 +25,5 @@ def header() -> str:
     """pytest's header line: the run's seed and how to replay it."""
     value = os.environ.get(RUN_SEED)
     if not value:
-        return f"seeds: the tests' fixed defaults ({RUN_SEED} unset; {RUN_SEED}=random bash hack/test.sh draws one)"
+        return f"seeds: the tests' fixed defaults ({RUN_SEED} unset; bash hack/test.sh draws one every run)"
     return f"seeds: {RUN_SEED}={value}; replay: {RUN_SEED}={value} bash hack/test.sh [tests/differential ...]"

@@ -5,6 +5,7 @@ Kubernetes; the whole suite builds everything."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,17 +15,24 @@ ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ("cp", "k8s-1.35", "node", "harnesses", "helm", "promtool", "image", "kueue", "versions")
 
 
-def plan(*args: str) -> set[str]:
-    """What ``bash hack/test.sh ARGS`` would build."""
-    out = subprocess.run(
+def _planned(*args: str, seed: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DRAXR_TEST_SEED"}
+    if seed is not None:
+        env["DRAXR_TEST_SEED"] = seed
+    return subprocess.run(
         ["bash", "hack/test.sh", *args],
         cwd=ROOT,
-        env={**os.environ, "DRAXR_TEST_PLAN": "1"},
+        env={**env, "DRAXR_TEST_PLAN": "1"},
         check=True,
         timeout=60,
         capture_output=True,
         text=True,
-    ).stdout
+    )
+
+
+def plan(*args: str) -> set[str]:
+    """What ``bash hack/test.sh ARGS`` would build."""
+    out = _planned(*args).stdout
     parts = dict(item.split("=") for item in out.split())
     assert set(parts) == set(EVERYTHING), out
     return {name for name, on in parts.items() if on == "1"}
@@ -47,3 +55,37 @@ def plan(*args: str) -> set[str]:
 )
 def test_the_test_command_builds_what_its_tests_need(args: tuple[str, ...], builds: set[str]) -> None:
     assert plan(*args) == builds
+
+
+def _seed_line(*args: str, seed: str | None = None) -> str:
+    """The line hack/test.sh prints about the run's seed (before the build, and again after pytest)."""
+    lines = [line for line in _planned(*args, seed=seed).stderr.splitlines() if line.startswith("[test] seed")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_every_run_draws_a_seed_and_prints_how_to_replay_it() -> None:
+    """CI's command (no DRAXR_TEST_SEED) draws a new seed each run; the line names the command that
+    replays it, with the run's own arguments; a given seed is kept, and "fixed" leaves each test
+    its default (the reference seed)."""
+    first = re.fullmatch(r"\[test\] seed (\d+); replay: DRAXR_TEST_SEED=(\d+) bash hack/test\.sh", _seed_line())
+    assert first is not None
+    assert first.group(1) == first.group(2)
+    draws = {_seed_line("tests/unit", "-k", "a b") for _ in range(3)}
+    assert len(draws) > 1, draws  # (three draws out of a million all alike: practically never)
+    assert all(line.endswith("bash hack/test.sh tests/unit -k a\\ b") for line in draws), draws
+    assert _seed_line("tests/differential", seed="123") == (
+        "[test] seed 123; replay: DRAXR_TEST_SEED=123 bash hack/test.sh tests/differential"
+    )
+    assert _seed_line(seed="random").startswith("[test] seed ")
+    fixed = _planned("tests/unit", seed="fixed").stderr.splitlines()
+    assert (
+        "[test] seeds: the tests' fixed defaults; replay: DRAXR_TEST_SEED=fixed bash hack/test.sh tests/unit" in fixed
+    )
+
+
+def test_the_seed_is_printed_again_after_pytest() -> None:
+    """The seed line is printed again after pytest (where a red run's reader looks)."""
+    script = (ROOT / "hack" / "test.sh").read_text()
+    after = script[script.index(".venv/bin/python -m pytest") :]
+    assert 'echo "[test] $seed_line" >&2' in after
