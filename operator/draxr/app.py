@@ -293,6 +293,10 @@ class Operator:  # implements handlers.Sink
             return self._started
         return self._elector.quiet_since()
 
+    async def _lease_client(self) -> Kube:
+        """The renewal thread's client, made on its own loop (connections belong to a loop)."""
+        return Kube(client.ApiClient(self.cfg))
+
     def elector(self) -> LeaderElector | None:
         s = self.settings
         if not s.leader_elect:
@@ -307,6 +311,7 @@ class Operator:  # implements handlers.Sink
             s.lease_duration_seconds,
             s.renew_deadline_seconds,
             s.retry_period_seconds,
+            renewer=self._lease_client,
         )
 
     async def check_adoption(self) -> None:

@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -52,6 +53,10 @@ class LeaderElector:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # Makes a client for a renewal thread of its own (its own event loop), as client-go's
+    # renewals run beside the scheduling goroutines: a scheduling turn or dry run that holds the
+    # event loop past the renew deadline then costs no lease. None: renew on the caller's loop.
+    renewer: Callable[[], Awaitable[Kube]] | None = None
 
     def __post_init__(self) -> None:
         if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
@@ -133,6 +138,53 @@ class LeaderElector:
                 await self.kube.replace(LEASES, lease, self.namespace)
 
     async def _renew_until_lost(self, task: asyncio.Task[None]) -> None:
+        if self.renewer is None:
+            await self._renew_on_this_loop(task)
+            return
+        stop = threading.Event()
+        thread = threading.Thread(target=self._renew_in_thread, args=(stop,), name="lease-renewal", daemon=True)
+        thread.start()
+        try:
+            while not task.done():
+                idle = time.monotonic() - self.renewed_at
+                if idle >= self.renew_deadline:  # (the thread failed, or it died: no renewal either way)
+                    log.error("leadership lost: lease not renewed within the deadline", deadline=self.renew_deadline)
+                    return
+                await asyncio.wait([task], timeout=min(self.retry_period, max(0.05, self.renew_deadline - idle)))
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, self.retry_period + self.renew_deadline)
+
+    def _renew_in_thread(self, stop: threading.Event) -> None:
+        asyncio.run(self._renewals(stop))
+
+    async def _renewals(self, stop: threading.Event) -> None:
+        """The renewal thread: renew every retry period, each attempt bounded by the renew deadline;
+        ``renewed_at`` is what the leading loop (and ``fence``) read. Ends when stopped or once the
+        deadline passed without a renewal (the leading loop then gives up)."""
+        assert self.renewer is not None
+        kube = await self.renewer()
+        try:
+            while not stop.is_set():
+                budget = self.renewed_at + self.renew_deadline - time.monotonic()
+                if budget <= 0:
+                    return
+                try:
+                    async with asyncio.timeout(budget):
+                        ok = await self._try_acquire_or_renew(kube)
+                except Exception as e:  # as on the loop: not renewed
+                    log.warning("lease renewal failed", error=_why(e))
+                    metrics.LOOP_ERRORS.labels(loop="leader-election", kind=classify(e).value).inc()
+                    ok = False
+                if ok and not stop.is_set():
+                    self.renewed_at = time.monotonic()
+                left = self.renewed_at + self.renew_deadline - time.monotonic()
+                await asyncio.sleep(min(self.retry_period, max(0.05, left)))
+        finally:
+            with contextlib.suppress(Exception):
+                await kube.close()
+
+    async def _renew_on_this_loop(self, task: asyncio.Task[None]) -> None:
         last_ok = self.renewed_at
         while not task.done():
             try:
@@ -163,10 +215,11 @@ class LeaderElector:
         if idle >= self.renew_deadline:
             raise NotLeading(f"not leading: lease {self.namespace}/{self.name} not renewed for {idle:.1f}s")
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self, kube: Kube | None = None) -> bool:
+        kube = kube or self.kube
         now = datetime.now(UTC)
         try:
-            lease = await self.kube.get(LEASES, self.name, self.namespace)
+            lease = await kube.get(LEASES, self.name, self.namespace)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -177,7 +230,7 @@ class LeaderElector:
                 "spec": self._spec(now, now, transitions=0),
             }
             try:
-                await self.kube.create(LEASES, body, self.namespace)
+                await kube.create(LEASES, body, self.namespace)
             except ApiException as e2:
                 if e2.status == 409:
                     return False
@@ -197,7 +250,7 @@ class LeaderElector:
         replaced = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         lease["spec"] = self._spec(now, acquire or now, transitions)
         try:
-            await self.kube.replace(LEASES, lease, self.namespace)  # resourceVersion makes this atomic
+            await kube.replace(LEASES, lease, self.namespace)  # resourceVersion makes this atomic
         except ApiException as e:
             if e.status == 409:
                 return False

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from draxr.kube import Kube, Resource
@@ -135,3 +137,47 @@ async def test_one_leader_and_a_partitioned_leader_stops_before_the_standby_star
 
 async def _has_read_the_lease(log: _LeaseLog) -> bool:
     return any(op == "read" for op, _ in log.ops)
+
+
+async def _held_loop(kubeconfig: Path, namespace: str, threaded: bool) -> tuple[bool, int]:
+    """Lead, hold the event loop for 3 s (renew deadline 2 s), lead on: (whether lead() ran to its
+    end, i.e. the lease was kept; how many renewal clients were made)."""
+    lease_kube = await Kube.from_kubeconfig(kubeconfig)
+    renewals: list[int] = []
+    finished: list[bool] = []
+
+    async def renewer() -> Kube:  # (awaited on the thread's own loop)
+        renewals.append(1)
+        return await Kube.from_kubeconfig(kubeconfig)
+
+    async def lead() -> None:
+        await asyncio.sleep(1.0)  # (leading, renewing)
+        time.sleep(3.0)  # noqa: ASYNC251 -- the point: the loop held past the deadline
+        await asyncio.sleep(3.0)  # still leading afterwards? (cancelled if the lease was lost)
+        finished.append(True)
+
+    e = LeaderElector(
+        lease_kube,
+        namespace,
+        f"held-{str(threaded).lower()}",
+        "a",
+        lease_duration=3,
+        renew_deadline=2,
+        retry_period=0.5,
+        renewer=renewer if threaded else None,
+    )
+    try:
+        await asyncio.wait_for(e.run(lead), 20)
+    finally:
+        await lease_kube.close()
+    return finished == [True], len(renewals)
+
+
+async def test_a_leader_whose_event_loop_is_held_past_the_renew_deadline_keeps_its_lease_with_a_renewal_thread(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """A scheduling turn (a long dry run on a starved machine) that holds the event loop for longer
+    than the renew deadline: with the renewal thread (draxr run's elector) the lease is renewed
+    meanwhile and the leader goes on; renewing on the held loop, the same hold costs the lease."""
+    assert await _held_loop(control_plane.kubeconfig, namespace, threaded=True) == (True, 1)
+    assert await _held_loop(control_plane.kubeconfig, namespace, threaded=False) == (False, 0)
