@@ -797,6 +797,11 @@ class Observer:
         self.evict_fit: set[str] = set()  # pods seen fitting only by evicting
         self.preemptor_waits: list[float] = []  # such a pod: from fitting to seen bound, s
         self.victims_checked = 0
+        # Marked (DisruptionTarget) by a leader that lost its lease before the deletion, and never
+        # deleted: not evicted (kube-controller-manager clears such a stale condition), not judged.
+        self.marked_not_evicted = 0
+        self.present: set[str] = set()  # the pods of the last poll
+        self.ended: set[str] = set()  # pods seen deleting or terminal
         self.preempted_on: dict[str, set[str]] = defaultdict(set)  # preemptor -> nodes of its victims (Events)
         # (preemptor, node) -> victim uid -> when it was evicted (its Preempted Event's eventTime, as
         # monotonic time; else when first seen)
@@ -1015,13 +1020,20 @@ class Observer:
         for uid, v in self.victims.items():
             if v["judged"] or not (final or self.overdue(v["at"], now)):
                 continue
+            by = v["preemptor"]
+            if by is None and uid in self.present and uid not in self.ended:
+                # Only its condition was written: not evicted (yet). Judged if it is later; at the
+                # end, counted apart.
+                if final:
+                    v["judged"] = v["not_evicted"] = True
+                    self.marked_not_evicted += 1
+                continue
             v["judged"] = True
             mine = self.priority.get(uid)
             if mine is None or v["node"] is None:
                 v["unknown"] = True  # gone before any poll saw it: nothing to compare
                 continue
             self.victims_checked += 1
-            by = v["preemptor"]
             if by is not None and by in self.priority:
                 if self.priority[by] <= mine:
                     self.violate("victim_priority", uid, pod=v["name"], priority=mine, node=v["node"],
@@ -1127,6 +1139,8 @@ class Observer:
             self.armed[self.phase] += 1
         pods_by_uid = {p["metadata"]["uid"]: p for p in pods}
         claims_by_name = {c["metadata"]["name"]: c for c in claims}
+        self.present = set(pods_by_uid)
+        self.ended.update(u for u, p in pods_by_uid.items() if not _live(p))
 
         # 1. no device in two allocated claims
         holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
@@ -1478,6 +1492,7 @@ class Observer:
                 "special_claims_ended_seen": self.ended_claims_seen,
                 "preemptors": len(self.evict_fit & set(self.bound)),  # bound after fitting only by evicting
                 "victims": self.victims_checked,
+                "marked_not_evicted": self.marked_not_evicted,
                 "claim_events": self.claim_events,
                 "claim_relists": self.claim_relists,
             },

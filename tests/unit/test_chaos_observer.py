@@ -584,3 +584,23 @@ def test_a_write_frozen_in_flight_by_sigstop_is_counted_apart(tmp_path: Any) -> 
     obs = observer()
     chaos.judge_audit(obs, tmp_path, replicas, [("draxr-a", at(2.0), at(9.5))])
     assert obs.violations["split_brain"] == 1
+
+
+def test_a_pod_marked_for_preemption_but_never_deleted_is_not_judged_a_victim() -> None:
+    """A leader that lost its lease between the DisruptionTarget patch and the deletion: the pod
+    runs on, nothing was evicted; judged only if it is deleted after all."""
+    obs = observer({"n1": 2, "n2": 2})
+    marked = pod("m", node="n1", claim="c-m", phase="Running", condition=PREEMPTED)
+    obs.check(0.0, [], [marked])
+    obs.check(31.0, [], [marked])  # overdue, still running, no nomination on n1: not a victim yet
+    assert obs.violations["victim_priority"] == 0
+    obs.judge_victims(32.0, final=True)
+    assert (obs.violations["victim_priority"], obs.marked_not_evicted, obs.victims_checked) == (0, 1, 0)
+    # The same, then deleted with nothing above it on its node: a victim below nobody.
+    other = pod("o", node="n2", claim="c-o", phase="Running", condition=PREEMPTED)
+    obs.check(40.0, [], [other])
+    obs.check(71.0, [], [other])
+    assert obs.violations["victim_priority"] == 0
+    obs.check(72.0, [], [])
+    obs.check(103.0, [], [])
+    assert obs.violations["victim_priority"] == 1
