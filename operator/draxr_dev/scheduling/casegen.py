@@ -967,10 +967,17 @@ def _apply_label_keys(selector: JSON, keys: Iterable[str], op: str, labels: Mapp
 
 def stored_pod(pod: Mapping[str, Any]) -> JSON:
     """The pod as kube-apiserver 1.37.2 stores it on create, as far as scheduling sees it (see the
-    module docstring): matchLabelKeys / mismatchLabelKeys merged into the labelSelectors."""
-    out: JSON = copy.deepcopy(dict(pod))
+    module docstring): matchLabelKeys / mismatchLabelKeys merged into the labelSelectors. A new
+    pod and spec; only the affinity and spread constraints are copied deeply (what the merge
+    changes), the rest is the given pod's (the evaluators copy the pods they store)."""
+    out: JSON = dict(pod)
+    if "spec" not in out:
+        return out
+    spec = out["spec"] = dict(out["spec"])
+    for key in ("affinity", "topologySpreadConstraints"):
+        if spec.get(key):
+            spec[key] = copy.deepcopy(spec[key])
     labels = out.get("metadata", {}).get("labels") or {}
-    spec = out.get("spec", {})
     affinity = spec.get("affinity") or {}
     for kind in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(kind) or {}

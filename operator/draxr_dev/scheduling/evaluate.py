@@ -26,7 +26,6 @@ the equivalence cache is shared by the whole sequence, as in production.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -51,8 +50,10 @@ _WORKLOAD_KINDS = {
 
 
 def _with_identity(obj: Mapping[str, Any], kind: str, index: int) -> dict[str, Any]:
-    out = copy.deepcopy(dict(obj))
-    meta = out.setdefault("metadata", {})
+    """The object with a namespace, uid and resourceVersion: a new object and metadata, the rest
+    shared with ``obj`` (ClusterState never changes what it is given)."""
+    out = dict(obj)
+    meta = out["metadata"] = dict(out.get("metadata") or {})
     meta.setdefault("namespace", "default")
     meta.setdefault("uid", f"{kind}-{index}-{meta.get('name', '')}")
     meta.setdefault("resourceVersion", "1")
