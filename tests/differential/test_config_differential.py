@@ -12,8 +12,9 @@ frameworkruntime.NewFramework per profile, as scheduler.New).
   runs) with the same plugins at every extension point, in the framework's order, and the same
   score weights.
 * **The decisions**: the scheduling differential's cases (draxr_dev.scheduling.casegen: plain,
-  volume, claim and mixed families, no large ones) each with a valid generated configuration
-  (casegen_config.with_configs: the harness's optional ``config`` and ``schedulerName``): every
+  volume, claim, mixed and large families) each with a valid generated configuration
+  (casegen_config.with_configs: the harness's optional ``config`` and ``schedulerName``; a large
+  case's often with a profile percentageOfNodesToScore below the adaptive one): every
   node's filter outcome, every score plugin's score, the weighted totals and placement.schedule()'s
   decision compared as tests/differential/test_scheduling_differential.py compares them
   (compare_scheduling). The harness reports as ``scoreSkipped`` the plugins whose PreScore skipped
@@ -55,7 +56,7 @@ from tests.seeds import seed
 SEED = seed("DRAXR_CONFIG_DIFF_SEED", 1)
 SCALE = float(os.environ.get("DRAXR_CONFIG_DIFF_SCALE", "1"))
 VALID, INVALID = (max(1, round(n * SCALE)) for n in (200, 190))
-CASE_COUNTS = tuple(max(1, round(n * SCALE)) for n in (300, 60, 150, 100))  # plain, volume, claim, mixed
+CASE_COUNTS = tuple(max(1, round(n * SCALE)) for n in (300, 60, 150, 100, 16))  # plain, volume, claim, mixed, large
 PREEMPTION_COUNTS = tuple(max(1, round(n * SCALE)) for n in (400, 100))  # plain, device
 MIN_PER_TAG = max(1, round(5 * min(SCALE, 1.0)))
 POINTS = (
@@ -123,8 +124,7 @@ def test_configuration_files_match_upstream(harness: Path) -> None:
 
 @pytest.fixture(scope="module")
 def cases() -> list[dict[str, Any]]:
-    plain, volume, claim, mixed = CASE_COUNTS
-    return with_configs(SEED, generate(SEED, plain, volume, claim, mixed, 0))
+    return with_configs(SEED, generate(SEED, *CASE_COUNTS))
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +136,9 @@ def go_results(harness: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any
     assert not errors, "\n".join(f"{r['name']}: {r['error'][:400]}" for r in errors[:5])
     for case, result in zip(cases, results, strict=True):  # scoreSkipped: the profile's score plugins only
         enabled = dict(load(json.dumps(case["config"]), case["schedulerName"]).profile.weights)
-        if "scoreSkipped" in result:
-            result["scoreSkipped"] = [p for p in result["scoreSkipped"] if p in enabled]
+        for part in (result, result.get("partial") or {}):
+            if "scoreSkipped" in part:
+                part["scoreSkipped"] = [p for p in part["scoreSkipped"] if p in enabled]
     return results
 
 
@@ -157,6 +158,8 @@ def test_generated_configurations_cover_the_args(cases: list[dict[str, Any]], go
         "config:hard-affinity-weight",
     ):
         assert tags[tag] >= MIN_PER_TAG, f"{tag}: {tags[tag]} cases"
+    # (large cases only, 16 at scale 1: a quarter of them at least)
+    assert tags["config:percentage"] >= CASE_COUNTS[4] // 4, tags["config:percentage"]
     # An extended resource served by DRA is scored (upstream: the devices of its class) in some cases.
     dra_scored = 0
     for case in cases:

@@ -215,3 +215,21 @@ def test_requested_to_capacity_ratio_shape_and_rounding() -> None:
     assert strategy_score(strategy, [50, 10], [100, 10]) == 50
     # a: 25 % -> 75, b: 50 % -> 50: (75 + 100) / 3 = 58.33 -> 58
     assert strategy_score(strategy, [25, 5], [100, 10]) == 58
+
+
+def test_the_profiles_percentage_wins_over_the_global_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    body = {"percentageOfNodesToScore": 30, "profiles": [{"schedulerName": "draxr", "percentageOfNodesToScore": 70}]}
+    assert _load(body).percentage_of_nodes_to_score == 70
+    body["profiles"] = [{"schedulerName": "draxr"}]
+    assert _load(body).percentage_of_nodes_to_score == 30
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        json.dumps(
+            {
+                **HEAD,
+                "percentageOfNodesToScore": 30,
+                "profiles": [{"schedulerName": "draxr", "percentageOfNodesToScore": 70}],
+            }
+        )
+    )
+    assert Settings(config=str(f)).with_config().percentage_of_nodes_to_score == 70

@@ -273,10 +273,9 @@ def schedule(
 
     The profile is ``state.profile`` (a KubeSchedulerConfiguration's, else kube-scheduler's
     default); ``scoring`` replaces its NodeResourcesFit strategy type (tests and benchmarks);
-    ``percentage_of_nodes``: the global percentageOfNodesToScore (the profile's wins)."""
+    ``percentage_of_nodes``: percentageOfNodesToScore (the shell's setting, which a configuration
+    file sets from its profile's or its global one)."""
     profile = state.profile if scoring is None else state.profile.with_scoring(scoring)
-    if profile.percentage_of_nodes_to_score is not None:
-        percentage_of_nodes = profile.percentage_of_nodes_to_score
     view = pod.view
     unsupported = list(view.unsupported)
     if not binds_claims and view.claims_input is not None:
@@ -300,10 +299,16 @@ def schedule(
     entries: dict[str, tuple[int, NodeVerdict]] | None = None
     shared: dict[Hashable, Any] = {}
     local = _NodeLocal(pod, filters, prepared, state, profile, device_scoring, shared, features)
+    options: Hashable = (profile, device_scoring)
     if local.resources.reads_devices(lambda name: name in state.mapping):
-        equivalence = False  # the score counts allocations beyond the node's own pools
+        # NodeResourcesFit counts the devices of a class on the node: the node's stamp covers its
+        # own slices and the allocations in its pools, not the classes (their revision keys the
+        # table) nor slices shared with other nodes (then nothing is cached).
+        options = (profile, device_scoring, state.inventory.class_revision)
+        if state.inventory.has_shared_slices:
+            equivalence = False
     if equivalence:
-        table = state.equivalence.table(node_local_key(pod), state.mapping, (profile, device_scoring))
+        table = state.equivalence.table(node_local_key(pod), state.mapping, options)
         entries, shared = table.entries, table.shared
         local.shared = shared
     beyond_node = filters.reads_beyond_node

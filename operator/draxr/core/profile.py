@@ -79,8 +79,9 @@ class DefaultConstraint:
 class SchedulerProfile:
     """``weights``: the enabled score plugins (upstream's order) and their weights;
     ``spread_defaults``: None for defaultingType System (the system default constraints), else
-    the List's constraints; ``percentage_of_nodes_to_score``: the profile's (over the global one),
-    None when neither sets it."""
+    the List's constraints; ``percentage_of_nodes_to_score``: the profile's, else the
+    configuration's global one, None when neither sets it (placement.schedule takes it as its
+    ``percentage_of_nodes`` from the shell)."""
 
     scheduler_name: str = "default-scheduler"
     weights: tuple[tuple[str, int], ...] = DEFAULT_WEIGHTS

@@ -746,7 +746,7 @@ class LoadedConfig:
     profile: SchedulerProfile
     pod_initial_backoff_seconds: int
     pod_max_backoff_seconds: int
-    percentage_of_nodes_to_score: int
+    percentage_of_nodes_to_score: int  # the profile's, else the global one (0: adaptive)
     volume_bind_timeout_seconds: int
     effective: Effective
     not_applied: tuple[str, ...] = ()
@@ -892,7 +892,7 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
         raise ConfigError(refusals, source)
 
     args = {n: _default_args(n, decoded[i].get(n)) for n in IMPLEMENTS}
-    profile = _profile(prof, frameworks[i], args)
+    profile = _profile(prof, frameworks[i], args, cfg.percentageOfNodesToScore)
     vb = args["VolumeBinding"]
     assert isinstance(vb, VolumeBindingArgs)
     not_applied = tuple(
@@ -904,7 +904,10 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
         if cfg.delayCacheUntilActive
         else ()
     )
-    return LoadedConfig(profile, initial, maximum, pct, vb.bindTimeoutSeconds or 0, frameworks[i], not_applied)
+    effective_pct = profile.percentage_of_nodes_to_score or 0
+    return LoadedConfig(
+        profile, initial, maximum, effective_pct, vb.bindTimeoutSeconds or 0, frameworks[i], not_applied
+    )
 
 
 def _draxr_refusals(eff: Effective, decoded: Mapping[str, _Args | None], path: str) -> list[str]:
@@ -987,7 +990,9 @@ def _draxr_refusals(eff: Effective, decoded: Mapping[str, _Args | None], path: s
     return out
 
 
-def _profile(prof: Profile, eff: Effective, args: Mapping[str, _Args | None]) -> SchedulerProfile:
+def _profile(
+    prof: Profile, eff: Effective, args: Mapping[str, _Args | None], global_percentage: int | None
+) -> SchedulerProfile:
     fit = args["NodeResourcesFit"]
     assert isinstance(fit, NodeResourcesFitArgs)
     assert fit.scoringStrategy is not None
@@ -1019,5 +1024,7 @@ def _profile(prof: Profile, eff: Effective, args: Mapping[str, _Args | None]) ->
         fit=strategy,
         spread_defaults=defaults,
         hard_pod_affinity_weight=ipa.hardPodAffinityWeight if ipa.hardPodAffinityWeight is not None else 1,
-        percentage_of_nodes_to_score=prof.percentageOfNodesToScore,
+        percentage_of_nodes_to_score=(
+            prof.percentageOfNodesToScore if prof.percentageOfNodesToScore is not None else global_percentage
+        ),
     )

@@ -398,6 +398,11 @@ def with_configs(seed: int, cases: Sequence[JSON]) -> list[JSON]:
     """Each case with a valid configuration of its own (profile ``draxr``)."""
     out = []
     for i, case in enumerate(cases):
-        config, tags = valid_config(random.Random(f"{seed}/case-config/{i}"))
+        r = random.Random(f"{seed}/case-config/{i}")
+        config, tags = valid_config(r)
+        if case.get("family") == "large" and r.random() < 0.6:
+            # a share below the adaptive one (for 100-500 nodes): the search stops earlier
+            config["profiles"][0]["percentageOfNodesToScore"] = r.randint(1, 25)
+            tags.append("config:percentage")
         out.append({**case, "config": config, "schedulerName": NAME, "tags": sorted({*case.get("tags", ()), *tags})})
     return out

@@ -204,7 +204,9 @@ def decide(pod: PodInfo, state: ClusterState, **options: Any) -> dict[str, Any]:
     {"node": ..., "scores": {plugin: score on it}, "statuses": {node: status}} or
     {"unschedulable": message, "reasons": {reason: nodes}, "statuses": {node: status},
     "everyNode": status | None}. Reasons as draxr gives them (the allocator's detail kept)."""
-    decision = schedule(pod, state, **{**_PRODUCTION, **options})
+    # percentageOfNodesToScore: the case's configuration's, as the shell passes it
+    percentage = state.profile.percentage_of_nodes_to_score or 0
+    decision = schedule(pod, state, **{**_PRODUCTION, "percentage_of_nodes": percentage, **options})
     if isinstance(decision, Decision):
         return {
             "node": decision.node,
