@@ -14,11 +14,17 @@ cd "$(dirname "$0")/.."
 # Kubernetes build): hack/test.sh tests/unit tests/differential.
 selected=()
 value_next=0
+serial_only=0
 for arg in "$@"; do
-  if [ "$value_next" = 1 ]; then value_next=0; continue; fi
+  if [ "$value_next" = 1 ]; then
+    value_next=0
+    [ "$arg" != no:xdist ] || serial_only=1
+    continue
+  fi
   case "$arg" in
     -k|-m|-p|-o|-W|-c|--deselect|--ignore|--ignore-glob|--durations|--timeout|--maxfail|--basetemp|--rootdir)
       value_next=1 ;;
+    -n*|--numprocesses*|--dist*|-s|--capture*|--pdb*|--trace|-pno:xdist) serial_only=1 ;;  # the caller's own
     -*) ;;
     *) selected+=("$arg") ;;
   esac
@@ -44,6 +50,24 @@ if [ "${#selected[@]}" -gt 0 ]; then
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*kueue*) needs_kueue=1 ;; esac
     case "$arg" in tests|tests/|tests/integration|tests/integration/|*versions*) needs_versions=1 ;; esac
   done
+fi
+# The fast tier (every selected path under tests/unit or tests/differential) runs on pytest-xdist's
+# workers, one per core (DRAXR_TEST_WORKERS; 1: in this process), each test file on one worker
+# (--dist loadfile: a differential's module-scoped cases and Go results are computed once). The
+# whole suite (CI) and the tests that start clusters stay in one process: they share one control
+# plane per session. -n, -s, --pdb or -p no:xdist given here run in one process too.
+workers=${DRAXR_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+fast_tier=0
+if [ "${#selected[@]}" -gt 0 ]; then
+  fast_tier=1
+  for arg in "${selected[@]}"; do
+    case "$arg" in tests/unit|tests/unit/*|tests/differential|tests/differential/*) ;; *) fast_tier=0 ;; esac
+  done
+fi
+xdist=()
+if [ "$fast_tier" = 1 ] && [ "$serial_only" = 0 ] && [ "$workers" -gt 1 ]; then
+  xdist=(-n "$workers" --dist loadfile)
+  echo "[test] $workers pytest-xdist workers (the fast tier; DRAXR_TEST_WORKERS=1: one process)" >&2
 fi
 # The generated tests' seed (tests/seeds.py: the differentials' cases, the chaos run's faults): a
 # new one every run, CI's too (unset or "random"); a number replays that seed; "fixed" gives each
@@ -163,7 +187,7 @@ fi
 set +e
 # The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
 # --durations=N given here wins.
-.venv/bin/python -m pytest --durations=30 "$@"
+.venv/bin/python -m pytest --durations=30 "${xdist[@]}" "$@"
 rc=$?
 set -e
 # The seed again at the end, where a red run's reader looks.

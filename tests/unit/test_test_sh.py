@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ("cp", "k8s-1.35", "node", "harnesses", "helm", "promtool", "image", "kueue", "versions")
 
 
-def _planned(*args: str, seed: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "DRAXR_TEST_SEED"}
+def _planned(*args: str, seed: str | None = None, workers: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DRAXR_TEST_SEED", "DRAXR_TEST_WORKERS")}
     if seed is not None:
         env["DRAXR_TEST_SEED"] = seed
+    if workers is not None:
+        env["DRAXR_TEST_WORKERS"] = workers
     return subprocess.run(
         ["bash", "hack/test.sh", *args],
         cwd=ROOT,
@@ -89,3 +91,25 @@ def test_the_seed_is_printed_again_after_pytest() -> None:
     script = (ROOT / "hack" / "test.sh").read_text()
     after = script[script.index(".venv/bin/python -m pytest") :]
     assert 'echo "[test] $seed_line" >&2' in after
+
+
+@pytest.mark.parametrize(
+    ("args", "workers", "parallel"),
+    [
+        (("tests/unit", "tests/differential"), "2", True),  # the fast tier
+        (("tests/differential/test_queue_differential.py", "-x", "-k", "queue"), "2", True),
+        (("tests/unit", "tests/differential"), "1", False),
+        (("tests/unit", "-s"), "2", False),  # the caller's own choices
+        (("tests/unit", "-p", "no:xdist"), "2", False),
+        (("tests/unit", "-n", "3"), "2", False),
+        (("tests/unit", "tests/integration/test_watch.py"), "2", False),  # a control plane per session
+        ((), "2", False),  # CI: the whole suite
+    ],
+)
+def test_the_fast_tier_runs_on_xdist_workers(args: tuple[str, ...], workers: str, parallel: bool) -> None:
+    lines = [line for line in _planned(*args, workers=workers).stderr.splitlines() if "pytest-xdist" in line]
+    assert lines == (
+        [f"[test] {workers} pytest-xdist workers (the fast tier; DRAXR_TEST_WORKERS=1: one process)"]
+        if parallel
+        else []
+    )
