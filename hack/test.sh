@@ -89,7 +89,11 @@ fi
 echo "[test] $seed_line" >&2
 # DRAXR_TEST_PLAN=1: print what these arguments would build (and, above, the seed), build and run
 # nothing (tests/unit/test_test_sh.py).
+# The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
+# --durations=N given here wins.
+pytest_args=(--durations=30 "${xdist[@]}" "$@")
 if [ "${DRAXR_TEST_PLAN:-}" = 1 ]; then
+  echo "[test] pytest ${pytest_args[*]}" >&2
   echo "cp=$needs_cp k8s-1.35=$needs_135 node=$needs_node harnesses=$needs_diff helm=$needs_helm" \
     "promtool=$needs_promtool image=$needs_image kueue=$needs_kueue versions=$needs_versions"
   exit 0
@@ -185,9 +189,7 @@ fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e
-# The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
-# --durations=N given here wins.
-.venv/bin/python -m pytest --durations=30 "${xdist[@]}" "$@"
+.venv/bin/python -m pytest "${pytest_args[@]}"
 rc=$?
 set -e
 # The seed again at the end, where a red run's reader looks.

@@ -113,3 +113,15 @@ def test_the_fast_tier_runs_on_xdist_workers(args: tuple[str, ...], workers: str
         if parallel
         else []
     )
+
+
+def test_ci_lists_the_30_slowest_tests() -> None:
+    """CI runs the README's command, and its pytest lists the 30 slowest tests (--durations=30)."""
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("bash hack/test.sh")]
+    assert ci == ["bash hack/test.sh"]
+    pytest = [line for line in _planned().stderr.splitlines() if line.startswith("[test] pytest")]
+    assert pytest == ["[test] pytest --durations=30"]
+    fast = [
+        line for line in _planned("tests/unit", workers="2").stderr.splitlines() if line.startswith("[test] pytest")
+    ]
+    assert fast == ["[test] pytest --durations=30 -n 2 --dist loadfile tests/unit"]
