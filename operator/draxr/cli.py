@@ -64,14 +64,21 @@ async def _capacity_rows(args: argparse.Namespace) -> list[Any]:
 
 def _explain(args: argparse.Namespace) -> int:
     """Why a pod is pending (per node), or what it got (node, claim, devices, mappings)."""
+    from draxr.core.scheduler_config import ConfigError
     from draxr.explain import explain
+    from draxr.settings import profile_of
 
     namespace, _, name = args.pod.rpartition("/")
+    try:
+        profile = profile_of(args.config, args.scheduler_name)
+    except ConfigError as e:
+        print(f"draxr: {e}", file=sys.stderr)
+        return 1
 
     async def go() -> str:
         kube = await _connect(args.kubeconfig)
         try:
-            return await explain(kube, namespace or "default", name)
+            return await explain(kube, namespace or "default", name, profile)
         finally:
             await kube.close()
 
@@ -171,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     cap.set_defaults(func=_capacity)
     exp = sub.add_parser("explain", help="why a pod is pending, node by node, or what it got")
     exp.add_argument("pod", help="NAMESPACE/NAME (namespace defaults to 'default')")
+    exp.add_argument("--config", default=None, help="the KubeSchedulerConfiguration draxr runs (default: none)")
+    exp.add_argument("--scheduler-name", default="draxr", help="with --config: the profile draxr runs")
     exp.add_argument("--kubeconfig", default=None, help="kubeconfig path (default: $KUBECONFIG, else in-cluster)")
     exp.set_defaults(func=_explain)
     from draxr.node_agent import DEFAULT_SOCKET

@@ -13,6 +13,7 @@ from typing import Any
 
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, schedule
+from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.state import ClusterState
 from draxr.core.status import Status
 from draxr.kube import PODS, RESOURCE_CLAIMS, Kube
@@ -128,7 +129,8 @@ def render(report: Report, *, wide: bool = False) -> list[str]:
     return lines
 
 
-async def report(kube: Kube, namespace: str, name: str) -> Report:
+async def report(kube: Kube, namespace: str, name: str, profile: SchedulerProfile = DEFAULT_PROFILE) -> Report:
+    """``profile``: the scheduling profile draxr runs (its --config's), else kube-scheduler's default."""
     pod = await kube.get(PODS, name, namespace)
     if pod["spec"].get("nodeName"):
         claims = {
@@ -137,14 +139,18 @@ async def report(kube: Kube, namespace: str, name: str) -> Report:
         }
         return bound_report(pod, claims)
     state = await load_state(kube, storage=True)
+    state.profile = profile
     state.upsert_pod(pod, keep_object=True)  # even a pod being deleted gets its reasons
     return pending_report(state, pod["metadata"]["uid"])
 
 
-async def pending_reports(kube: Kube, namespace: str | None, scheduler: str) -> list[Report]:
+async def pending_reports(
+    kube: Kube, namespace: str | None, scheduler: str, profile: SchedulerProfile = DEFAULT_PROFILE
+) -> list[Report]:
     """Every unbound pod for ``scheduler`` in the namespace (None: all namespaces), from one
-    listing of the cluster."""
+    listing of the cluster, under ``profile`` (see report)."""
     state = await load_state(kube, storage=True)
+    state.profile = profile
     out = []
     for p in sorted(state.pods.values(), key=lambda p: p.key):
         if p.node_name or p.terminal or p.deleting or p.scheduler_name != scheduler:
@@ -157,5 +163,5 @@ async def pending_reports(kube: Kube, namespace: str | None, scheduler: str) -> 
     return out
 
 
-async def explain(kube: Kube, namespace: str, name: str) -> str:
-    return "\n".join(render(await report(kube, namespace, name)))
+async def explain(kube: Kube, namespace: str, name: str, profile: SchedulerProfile = DEFAULT_PROFILE) -> str:
+    return "\n".join(render(await report(kube, namespace, name, profile)))

@@ -52,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
     _common(exp, suppress=True)
     exp.add_argument("pod", nargs="?", help="pod name (without it: every pod pending for draxr)")
     exp.add_argument("--scheduler-name", default="draxr", help="the scheduler name draxr runs as")
+    exp.add_argument(
+        "--config", default=None, help="the KubeSchedulerConfiguration draxr runs (its --config; default: none)"
+    )
     cap = sub.add_parser("capacity", help="total / allocated / free per extended resource and node")
     _common(cap, suppress=True)
     cap.add_argument("--resource", action="append", help="only this extended resource name (repeatable)")
@@ -106,11 +109,13 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 async def _explain(args: argparse.Namespace, kube: Kube, namespace: str) -> str:
     from draxr.explain import pending_reports, render, report
+    from draxr.settings import profile_of
 
+    profile = profile_of(args.config, args.scheduler_name)
     if args.pod:
-        reports = [await report(kube, namespace, args.pod)]
+        reports = [await report(kube, namespace, args.pod, profile)]
     else:
-        reports = await pending_reports(kube, None if args.all_namespaces else namespace, args.scheduler_name)
+        reports = await pending_reports(kube, None if args.all_namespaces else namespace, args.scheduler_name, profile)
     if args.output in ("json", "yaml"):
         return _dump(reports[0] if args.pod else reports, args.output)
     if not reports:
@@ -217,12 +222,16 @@ async def run(argv: Sequence[str] | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from draxr.core.scheduler_config import ConfigError
     from draxr.kube import api_message
 
     try:
         print(asyncio.run(run(argv)))
     except ApiException as e:
         print(f"error: {api_message(e)}", file=sys.stderr)
+        return 1
+    except ConfigError as e:  # explain --config: a file draxr would refuse
+        print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
 

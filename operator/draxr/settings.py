@@ -32,6 +32,18 @@ MIGRATION = (
 )
 
 
+def profile_of(config: str | None, scheduler_name: str) -> SchedulerProfile:
+    """The profile a --config file gives ``scheduler_name`` (kube-scheduler's default without one),
+    for the commands that explain draxr's decisions. Raises ConfigError."""
+    if not config:
+        return DEFAULT_PROFILE
+    try:
+        text = Path(config).read_text()
+    except OSError as e:
+        raise ConfigError([f"cannot read it: {e}"], config) from e
+    return load(text, scheduler_name, config).profile
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAXR_", extra="ignore")
 

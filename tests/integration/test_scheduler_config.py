@@ -1,7 +1,8 @@
 """`draxr run --config FILE` against a real kube-apiserver: a bin-packing KubeSchedulerConfiguration
 places pods differently than kube-scheduler's default profile (the default spreads by cpu, the file
 packs by NodeResourcesFit MostAllocated over cpu and the DRA-served GPU), and an invalid file is
-refused at start, non-zero, with kube-scheduler's message.
+refused at start, non-zero, with kube-scheduler's message. `draxr explain --config` explains under
+the file's profile.
 
 draxr runs as a subprocess (devcluster.process, the launcher of the tests and benchmarks) with a
 scheduler name of its own, so the session's operator leaves these pods alone.
@@ -17,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from draxr.explain import explain
 from draxr.kube import PODS, Kube
+from draxr.settings import profile_of
 from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane
 from draxr_dev.devcluster.process import DraxrProcess, clean_environ
@@ -140,8 +143,7 @@ def test_invalid_file_is_refused_with_upstreams_message(control_plane: ControlPl
     assert out.returncode == 1, out.stdout + out.stderr
     assert (
         "initializing profiles: creating profile for scheduler name draxr: "
-        'ScorePlugin "NodeResourcesFitt" does not exist'
-        in out.stderr
+        'ScorePlugin "NodeResourcesFitt" does not exist' in out.stderr
     )
     out = _refused(
         control_plane,
@@ -190,3 +192,35 @@ def test_invalid_file_is_refused_with_upstreams_message(control_plane: ControlPl
     assert legacy.returncode == 2
     assert "--scoring / DRAXR_SCORING was removed" in legacy.stderr
     assert "scoringStrategy" in legacy.stderr
+
+
+async def test_explain_under_the_files_profile(
+    kube: Kube, fleet: fakedriver.Fleet, namespace: str, tmp_path: Path
+) -> None:
+    """With a pod using 8 of the first node's 32 cpus, a pending one asking for 8: kube-scheduler's
+    default (LeastAllocated) would choose the other node, the file's MostAllocated the first."""
+    first, other = fleet.node_names()
+    await fakedriver.wait_nodes_ready(kube, fleet.node_names())
+    running = pod("running", {"cpu": "8"}, scheduler="nobody")
+    running["spec"]["nodeName"] = first
+    await kube.create(PODS, running, namespace=namespace)
+    pending = pod("pending", {"cpu": "8"}, scheduler="nobody")
+    pending["spec"]["nodeSelector"] = {fakedriver.FLEET_LABEL: fleet.prefix}  # these two nodes only
+    await kube.create(PODS, pending, namespace=namespace)
+    config = {
+        **HEAD,
+        "profiles": [
+            {
+                "schedulerName": "draxr",
+                "pluginConfig": [
+                    {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "scheduler-config.yaml"
+    path.write_text(json.dumps(config))
+    packed = await explain(kube, namespace, "pending", profile_of(str(path), "draxr"))
+    spread = await explain(kube, namespace, "pending")
+    assert f"draxr would choose node {first}" in packed, packed
+    assert f"draxr would choose node {other}" in spread, spread
