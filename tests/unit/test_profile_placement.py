@@ -87,3 +87,21 @@ def test_a_disabled_score_plugin_is_not_scored() -> None:
     d = _run(s, pod("a", gpus=1))
     assert "ImageLocality" not in d.scores
     assert "TaintToleration" in d.scores
+
+
+def test_a_node_counted_full_is_tried_last() -> None:
+    """MostAllocated ranks a node whose devices are all taken first (its score caps at 100);
+    upstream's DynamicResources Filter turns it down before scoring. draxr's allocator would turn
+    it down too, but tries it after the nodes with free devices: the choice is the same, without
+    an allocator run on the full node (it is not in the decision's statuses)."""
+    s = cluster({"n1": 2, "n2": 4})
+    s.profile = PACK
+    a = pod("a", gpus=2)
+    d = _run(s, a)
+    assert d.node == "n1"  # 2 of 2: 100 against 25
+    _assume(s, a, d)
+    d2 = _run(s, pod("b", gpus=1))
+    assert d2.node == "n2"
+    assert "n1" not in d2.statuses  # the allocator never ran on n1
+    reference = _run(s, pod("b2", gpus=1), equivalence=False)
+    assert reference.node == "n2"

@@ -26,3 +26,6 @@ class NodeVerdict:
     balanced: int = 0
     taint: int = 0
     affinity: int = 0
+    # NodeResourcesFit counted fewer free devices of a scored DRA-served resource than the pod
+    # asks for: the allocator will turn the node down (placement tries it last).
+    short: bool = False

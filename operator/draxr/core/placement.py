@@ -8,7 +8,7 @@ kube-scheduler's: "0/12 nodes are available: 4 node(s) had untolerated taint(s),
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,7 +409,7 @@ def schedule(
                 cycle, state, feasible, verdicts, profile, volume, dra_scores
             )
         # Phase 2: the allocator on the candidates, best score first; the first fit wins.
-        for i in order:
+        for i in _short_last(order, verdicts):
             node, ext, verdict = feasible[i], verdicts[i].ext, dra_fits[i]
             assert ext is not None
             allocation: Mapping[str, Any] | None = None
@@ -518,10 +518,26 @@ class _NodeLocal:
             balanced(node, usage) if balanced is not None else 0,
             self.taint(node, usage) if node.taints else 0,
             affinity(node, usage) if affinity is not None else 0,
+            self.resources.short,
         )
 
 
 _NONE: frozenset[str] = frozenset()
+
+
+def _short_last(order: Iterable[int], verdicts: Sequence[NodeVerdict]) -> Iterator[int]:
+    """Phase 2's order: the ranking's, but the nodes NodeResourcesFit counted too few free devices
+    on (``NodeVerdict.short``) after the others. Upstream's DynamicResources Filter turns those
+    down before scoring; here the allocator would, one by one, and MostAllocated ranks a full node
+    first. (A device that several claims may share, consumable capacity, counts as allocated: a
+    node short by the count could still fit, then it is tried after the others.)"""
+    deferred: list[int] = []
+    for i in order:
+        if verdicts[i].short:
+            deferred.append(i)
+        else:
+            yield i
+    yield from deferred
 
 
 def _reference_ranking(

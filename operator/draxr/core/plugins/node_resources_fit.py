@@ -106,7 +106,7 @@ def insufficient(
 class Fit:
     """The Filter and Score for one pod."""
 
-    __slots__ = ("checked", "cpu", "device_scoring", "dra", "memory", "requests", "state", "strategy")
+    __slots__ = ("checked", "cpu", "device_scoring", "dra", "memory", "requests", "short", "state", "strategy")
 
     def __init__(
         self,
@@ -127,6 +127,7 @@ class Fit:
             for r in self.strategy.resources
         ]
         self.dra = dra
+        self.short = False  # set by vectors(): the last node had too few free devices counted
 
     def reads_devices(self, served: Callable[[str], bool]) -> bool:
         """Whether the score counts devices (a resource the pod requests that DRA may serve):
@@ -141,6 +142,7 @@ class Fit:
         requested: list[int] = []
         allocatable: list[int] = []
         alloc = node.allocatable
+        self.short = False
         for spec, want in zip(self.strategy.resources, self.requests, strict=True):
             name = spec.name
             cap = used = 0
@@ -154,6 +156,7 @@ class Fit:
                 cap, used = alloc.get(name, 0), usage.requested.get(name, 0)
                 if cap == 0 and self.dra is not None:
                     cap, used = self.dra(node, name)
+                    self.short = self.short or used + want > cap
             if cap == 0:
                 requested.append(0)
                 allocatable.append(0)
