@@ -233,3 +233,11 @@ def test_the_profiles_percentage_wins_over_the_global_one(tmp_path) -> None:  # 
         )
     )
     assert Settings(config=str(f)).with_config().percentage_of_nodes_to_score == 70
+
+
+def test_what_is_not_applied_is_reported() -> None:
+    loaded = _load({"parallelism": 8, "profiles": [{"schedulerName": "draxr"}, {"schedulerName": "other"}]})
+    assert loaded.not_applied == (
+        "parallelism: set by draxr's own flags, not applied from the file",
+        "profiles[1] (schedulerName other): validated, not run (draxr serves draxr)",
+    )

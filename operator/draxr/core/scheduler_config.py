@@ -904,6 +904,11 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
         if cfg.delayCacheUntilActive
         else ()
     )
+    not_applied += tuple(
+        f"profiles[{j}] (schedulerName {p.schedulerName}): validated, not run (draxr serves {scheduler_name})"
+        for j, p in enumerate(profiles)
+        if j != i
+    )
     effective_pct = profile.percentage_of_nodes_to_score or 0
     return LoadedConfig(
         profile, initial, maximum, effective_pct, vb.bindTimeoutSeconds or 0, frameworks[i], not_applied
