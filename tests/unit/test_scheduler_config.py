@@ -241,3 +241,22 @@ def test_what_is_not_applied_is_reported() -> None:
         "parallelism: set by draxr's own flags, not applied from the file",
         "profiles[1] (schedulerName other): validated, not run (draxr serves draxr)",
     )
+
+
+def test_unknown_fields_in_upstreams_order() -> None:
+    """Upstream's strict decoding errors (the harness's -check-config for these files): a YAML file
+    reaches the decoder with its keys sorted, JSON as written."""
+    yaml_text = (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+        "- schedulerName: draxr\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n"
+        "      scoringStrategy:\n        typo: x\n      other: 1\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load(yaml_text, "draxr")
+    assert e.value.errors == [
+        "strict decoding error: decoding .profiles[0].pluginConfig[0]: strict decoding error: decoding args for "
+        'plugin NodeResourcesFit: strict decoding error: unknown field "other", unknown field "scoringStrategy.typo"'
+    ]
+    assert _errors({"zeta": 1, "profiles": [{"schedulerName": "draxr", "bar": 2}], "alpha": 3}) == [
+        'strict decoding error: unknown field "zeta", unknown field "profiles[0].bar", unknown field "alpha"'
+    ]

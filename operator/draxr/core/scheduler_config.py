@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -335,13 +335,100 @@ def parse(text: str, source: str = "") -> KubeSchedulerConfiguration:
             source,
         )
     try:
-        return KubeSchedulerConfiguration.model_validate(raw)
+        cfg = KubeSchedulerConfiguration.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError([_decoding_error(err) for err in e.errors()], source) from e
+        errors = e.errors()
+        if all(err.get("type") == "extra_forbidden" for err in errors):
+            ordered = _key_order(text)
+            unknown = [f'unknown field "{p}"' for p in _unknown_fields(raw, KubeSchedulerConfiguration, "", ordered)]
+            raise ConfigError([_strict_error(unknown, _args_error(raw, ordered))], source) from e
+        raise ConfigError([_decoding_error(err) for err in errors], source) from e
+    args_error = _args_error(raw, _key_order(text))
+    if args_error is not None:
+        raise ConfigError([_strict_error([], args_error)], source)
+    return cfg
+
+
+def _path(loc: Sequence[object]) -> str:
+    """A pydantic location as upstream's field path: ``profiles[0].plugins``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _strict_error(unknown: Sequence[str], args_error: str | None) -> str:
+    """The scheme's strict decoding error: the unknown fields (sorted), then the first plugin args
+    that do not decode."""
+    return "strict decoding error: " + ", ".join([*unknown, *([args_error] if args_error else [])])
+
+
+def _key_order(text: str) -> bool:
+    """Whether upstream meets the keys sorted: YAML goes through a map to JSON (sorted keys at every
+    level); JSON is decoded as written."""
+    return not text.lstrip().startswith("{")
+
+
+def _model_of(annotation: object) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field holds (directly, optionally or as a list's items) and whether in a list."""
+    args = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) is not None else []
+    if get_origin(annotation) is list and args:
+        inner, _ = _model_of(args[0])
+        return inner, True
+    if args and get_origin(annotation) is not list:  # X | None
+        return _model_of(args[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    return None, False
+
+
+def _unknown_fields(value: object, model: type[BaseModel], path: str, sort_keys: bool) -> list[str]:
+    """The unknown fields' paths in the order upstream's strict decoder meets them (depth first)."""
+    if not isinstance(value, dict):
+        return []
+    out: list[str] = []
+    fields = model.model_fields
+    for key in sorted(value) if sort_keys else list(value):
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            out.append(where)
+            continue
+        sub, many = _model_of(fields[key].annotation)
+        if sub is None:
+            continue
+        item = value[key]
+        if many and isinstance(item, list):
+            for i, element in enumerate(item):
+                out += _unknown_fields(element, sub, f"{where}[{i}]", sort_keys)
+        else:
+            out += _unknown_fields(item, sub, where, sort_keys)
+    return out
+
+
+def _args_error(raw: Mapping[str, Any], sort_keys: bool) -> str | None:
+    """The first pluginConfig entry whose args have unknown fields, as the v1 conversion words it."""
+    profiles = raw.get("profiles")
+    for i, prof in enumerate(profiles if isinstance(profiles, list) else ()):
+        pcs = prof.get("pluginConfig") if isinstance(prof, dict) else None
+        for j, pc in enumerate(pcs if isinstance(pcs, list) else ()):
+            if not isinstance(pc, dict) or pc.get("name") not in ARGS or not isinstance(pc.get("args"), dict):
+                continue
+            try:
+                ARGS[pc["name"]].model_validate(pc["args"])
+            except ValidationError as e:
+                extra = [err for err in e.errors() if err.get("type") == "extra_forbidden"]
+                if extra and len(extra) == len(e.errors()):
+                    paths = _unknown_fields(pc["args"], ARGS[pc["name"]], "", sort_keys)
+                    fields = ", ".join(f'unknown field "{p}"' for p in paths)
+                    return (
+                        f"decoding .profiles[{i}].pluginConfig[{j}]: strict decoding error: decoding args for "
+                        f"plugin {pc['name']}: strict decoding error: {fields}"
+                    )
+    return None
 
 
 def _decoding_error(err: Mapping[str, Any]) -> str:
-    where = ".".join(str(p) for p in err.get("loc", ()))
+    where = _path(err.get("loc", ()))
     if err.get("type") == "extra_forbidden":
         return f'strict decoding error: unknown field "{where}"'
     return f"decoding error: {where}: {err.get('msg')}"
@@ -387,6 +474,14 @@ def merge_plugin_set(default: _PluginSet, custom: PluginSet | None) -> _PluginSe
         if i not in replaced:
             enabled.append((p.name, p.weight))
     return _PluginSet(enabled, disabled)
+
+
+def _plugin_set_json(ps: _PluginSet) -> dict[str, Any]:
+    """config.PluginSet as encoding/json writes it (a nil list is null)."""
+    return {
+        "Enabled": [{"Name": n, "Weight": w or 0} for n, w in ps.enabled] or None,
+        "Disabled": [{"Name": n, "Weight": 0} for n in ps.disabled] or None,
+    }
 
 
 def merged_plugins(plugins: Plugins | None) -> dict[str, _PluginSet]:
@@ -842,6 +937,14 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
                     "only one queue sort plugin can be enabled",
                 )
             )
+        for k in range(1, len(profiles)):
+            qs = merged_plugins(profiles[k].plugins)["queueSort"]
+            if (qs.enabled, qs.disabled) != (qs0.enabled, qs0.disabled):
+                errs.append(
+                    invalid(
+                        f"profiles[{k}].plugins.queueSort", _plugin_set_json(qs), "must be the same for all profiles"
+                    )
+                )
     if cfg.percentageOfNodesToScore is not None and not 0 <= pct <= 100:
         errs.append(invalid("percentageOfNodesToScore", pct, "not in valid range [0-100]"))
     if initial <= 0:

@@ -352,6 +352,16 @@ def _m_fit_ignored(c: JSON, r: random.Random) -> None:
     _args(c, "NodeResourcesFit")["ignoredResourceGroups"] = ["example.com/x"]
 
 
+def _m_unknown_field(c: JSON, r: random.Random) -> None:
+    where = r.choice(("top", "profile", "args", "all"))
+    if where in ("top", "all"):
+        c["podMaxBackofSeconds"] = 10
+    if where in ("profile", "all"):
+        _first(c)["plugin"] = {}
+    if where in ("args", "all"):
+        _args(c, r.choice(("NodeResourcesFit", "InterPodAffinity")))["scoringStrategyy"] = {"type": "MostAllocated"}
+
+
 MISTAKES = (
     ("unknown-score-plugin", _m_unknown_score),
     ("unknown-multipoint-plugin", _m_unknown_multipoint),
@@ -372,6 +382,7 @@ MISTAKES = (
     ("duplicate-profile", _m_duplicate_profile),
     ("no-queue-sort", _m_queue_sort),
     ("fit-ignored-groups", _m_fit_ignored),
+    ("unknown-field", _m_unknown_field),
 )
 
 
