@@ -15,7 +15,7 @@ reference seed on every run (``check_pinned``), so the pins are checked whatever
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +126,24 @@ def failed(failures: Sequence[str]) -> str:
 def pin(deviation: str, mismatches: Sequence[Mapping[str, Any]]) -> str:
     """The file's entry for these mismatches (to paste after a deliberate change)."""
     return json.dumps({deviation: {m["name"]: signature(m) for m in mismatches}}, indent=2)
+
+
+def generate_listed(
+    seed: int, names: Collection[str], generators: Sequence[tuple[Callable[[int, int], JSON], int]]
+) -> list[JSON]:
+    """The cases named ``names`` of a generated list, without generating the rest: the list is
+    ``generator(seed, i) for i in range(count)`` for each ``(generator, count)`` in turn, and a
+    case's name ends with its ``i`` (``family-00458``). In the list's order; a name no generator
+    gives is an error."""
+    out: list[tuple[int, int, JSON]] = []
+    for name in names:
+        index = int(name.rsplit("-", 1)[1])
+        found = [
+            (k, index, case)
+            for k, (generate, count) in enumerate(generators)
+            if index < count and (case := generate(seed, index))["name"] == name
+        ]
+        if len(found) != 1:
+            raise AssertionError(f"pinned case {name}: {len(found)} generated cases of that name at seed {seed}")
+        out += found
+    return [case for _, _, case in sorted(out, key=lambda x: x[:2])]

@@ -61,6 +61,8 @@ from draxr_dev.scheduling.casegen_preemption import (
     PREEMPTION_TAGS,
     SPREAD_TERMINATING_FAMILY,
     UNSET_FAMILY,
+    generate_device_case,
+    generate_preemption_case,
     generate_preemption_cases,
 )
 from tests.differential import known
@@ -286,7 +288,8 @@ def test_the_known_deviations_stay_as_pinned(harness: Path) -> None:
     listed = {case for cases in known.pinned("preemption").values() for case in cases}
     assert set(known.pinned("preemption")) == set(KNOWN)
     assert listed, "no case pinned"
-    picked = [c for c in generate_preemption_cases(known.reference_seed(), *CI_COUNTS) if c["name"] in listed]
+    generators = [(generate_preemption_case, CI_COUNTS[0]), (generate_device_case, CI_COUNTS[1])]
+    picked = known.generate_listed(known.reference_seed(), listed, generators)
     go = go_harness.run(harness, picked)
     py, _ = run_python(picked)
     failures = known.check_pinned("preemption", compare(picked, go, py), [c["name"] for c in picked])

@@ -55,10 +55,17 @@ from typing import Any
 import pytest
 
 from draxr_dev.scheduling import harness as go_harness
-from draxr_dev.scheduling.casegen import REQUIRED_TAGS, as_stored, feature_tally, format_tally, generate
-from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS
-from draxr_dev.scheduling.casegen_mixed import LARGE_TAGS, MIXED_TAGS
-from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS
+from draxr_dev.scheduling.casegen import (
+    REQUIRED_TAGS,
+    as_stored,
+    feature_tally,
+    format_tally,
+    generate,
+    generate_case,
+)
+from draxr_dev.scheduling.casegen_claims import CLAIM_TAGS, generate_claim_case
+from draxr_dev.scheduling.casegen_mixed import LARGE_TAGS, MIXED_TAGS, generate_large_case, generate_mixed_case
+from draxr_dev.scheduling.casegen_volumes import VOLUME_TAGS, generate_volume_case
 from tests.differential import known
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
 from tests.differential.report import by_family, by_field
@@ -276,8 +283,8 @@ def test_the_known_deviation_stays_as_pinned(harness: Path) -> None:
     differ; compare_scheduling.two_phase_scoring)."""
     listed = {case for cases in known.pinned("scheduling").values() for case in cases}
     assert listed, "no case pinned"
-    reference = generate(known.reference_seed(), *CI_COUNTS)
-    picked = [c for c in reference if c["name"] in listed]
+    generators = (generate_case, generate_volume_case, generate_claim_case, generate_mixed_case, generate_large_case)
+    picked = known.generate_listed(known.reference_seed(), listed, list(zip(generators, CI_COUNTS, strict=True)))
     go = go_harness.run(harness, picked)
     py, _, _ = run_python(picked)
     failures = known.check_pinned("scheduling", compare(picked, go, py), [c["name"] for c in picked])
