@@ -409,7 +409,7 @@ def snapshot_operator(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO).stdout.strip()
 
-    dirty = [line[3:] for line in git("status", "--porcelain", "--", "operator").splitlines()]
+    dirty = [line.split(maxsplit=1)[-1] for line in git("status", "--porcelain", "--", "operator").splitlines()]
     return dest, {"commit": git("rev-parse", "--short", "HEAD"), "operator_uncommitted": dirty}
 
 
@@ -519,7 +519,12 @@ async def run_scheduler(
     objs: dict[int, list[dict[str, Any]]],
     classes: dict[str, str],
     draxr_kc: Path,
+    number: int = 0,
+    last: bool = False,
 ) -> dict[str, Any]:
+    """One scheduler through one workload's createPods ops; ``number``: the workload's place in the
+    run (its namespaces' suffix: a namespace of the previous one may still be terminating);
+    ``last``: no clean-up after it (the control plane goes)."""
     tag = f"{workload.name}-{sched}"
     result: dict[str, Any] = {"scheduler": sched, "loadavg_start": loadavg(), "ops": []}
     proc: Any
@@ -541,7 +546,7 @@ async def run_scheduler(
         for op in workload.ops:
             if op.opcode != "createPods":
                 continue
-            ns = f"{PREFIX[sched]}-{op.namespace or f'namespace-{op.index}'}"
+            ns = f"{PREFIX[sched]}{number or ''}-{op.namespace or f'namespace-{op.index}'}"
             phase = PodsPhase(http, kube, ns)
             phases.append(phase)
             await phase.create_namespace()
@@ -573,6 +578,8 @@ async def run_scheduler(
                 log(f"  {ns}: not all pods scheduled in {args.pods_timeout:.0f}s; stopping this scheduler's run")
                 break
     finally:
+        if last:
+            phases = []
         done = await asyncio.gather(*(ph.cleanup(max(600.0, 0.05 * len(ph.sent))) for ph in phases))
         for phase, (t, clean) in zip(phases, done, strict=True):
             log(f"  {phase.ns}: cleaned up in {t:.0f}s")
@@ -599,7 +606,7 @@ async def bench(
     try:
         draxr_kc = await draxr_kubeconfig(kube, cp)
         current: dict[str, dict[str, Any]] = {}  # cluster objects (nodes, slices, classes) by kind/name
-        for wl in workloads:
+        for number, wl in enumerate(workloads):
             objs: dict[int, list[dict[str, Any]]] = {}
             cluster: dict[str, dict[str, Any]] = {}
             for op in wl.ops:
@@ -646,7 +653,8 @@ async def bench(
                     entry["runs"].append({"scheduler": "draxr", "skipped": "draxr run has no --config"})
                     continue
                 try:
-                    run = await run_scheduler(args, cp, kube, http, wl, sched, objs, classes, draxr_kc)
+                    last = number == len(workloads) - 1 and sched == args.schedulers[-1]
+                    run = await run_scheduler(args, cp, kube, http, wl, sched, objs, classes, draxr_kc, number, last)
                 except (RuntimeError, TimeoutError) as e:  # a scheduler that did not start: the others run
                     log(f"{wl.full_name} via {sched}: {e}")
                     run = {"scheduler": sched, "error": str(e)}
