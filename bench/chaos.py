@@ -144,6 +144,22 @@ DRIVERS = {GPU: "gpu.example.com", PROBE: "probe.example.com"}
 SPECIAL_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 LEASE = ("--lease-duration-seconds", "6", "--renew-deadline-seconds", "4", "--retry-period-seconds", "1")
 LEASE_SECONDS = 6.0
+SCHEDULER_CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 5
+profiles:
+- schedulerName: {scheduler}
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - {{name: cpu, weight: 1}}
+        - {{name: memory, weight: 1}}
+        - {{name: example.com/gpu, weight: 1}}
+"""
 RENEW_DEADLINE_SECONDS = 4.0  # (LEASE's --renew-deadline-seconds)
 FROZEN_WRITE_SECONDS = (
     2.0  # a request frozen by SIGSTOP after draxr's fence reaches the API server this soon after SIGCONT
@@ -479,8 +495,9 @@ class Replica:
             "--watch-deadline-seconds", "30",
             "--liveness-exit-seconds", "5",
             "--scheduling-stall-seconds", "20",
-            "--backoff-initial-seconds", "0.5",
-            "--backoff-max-seconds", "5",
+            # GPU clusters bin-pack: kube-scheduler's own way (NodeResourcesFit MostAllocated with
+            # the GPUs weighted), with short backoffs (the file's, the flags' only way with it).
+            "--config", str(self.scheduler_config()),
             "--unschedulable-flush-seconds", "10",
             "--release-sweep-seconds", "5",
             "--log-format", "json",
@@ -489,6 +506,12 @@ class Replica:
             # list in the audit log (judge_rbac).
             "--watch-streaming-list", str(self.name != "draxr-b").lower(),
         ]  # fmt: skip
+
+    def scheduler_config(self) -> Path:
+        path = self.log_path.parent / "scheduler-config.yaml"
+        if not path.exists():
+            path.write_text(SCHEDULER_CONFIG.format(scheduler=SCHEDULER))
+        return path
 
     def start(self) -> None:
         self.starts += 1
@@ -801,7 +824,7 @@ class Observer:
         # deleted: not evicted (kube-controller-manager clears such a stale condition), not judged.
         self.marked_not_evicted = 0
         self.present: set[str] = set()  # the pods of the last poll
-        self.ended: set[str] = set()  # pods seen deleting or terminal
+        self.deleting: set[str] = set()  # pods seen with a deletionTimestamp before they ended
         self.preempted_on: dict[str, set[str]] = defaultdict(set)  # preemptor -> nodes of its victims (Events)
         # (preemptor, node) -> victim uid -> when it was evicted (its Preempted Event's eventTime, as
         # monotonic time; else when first seen)
@@ -1021,7 +1044,10 @@ class Observer:
             if v["judged"] or not (final or self.overdue(v["at"], now)):
                 continue
             by = v["preemptor"]
-            if by is None and uid in self.present and uid not in self.ended:
+            # Evicted: seen being deleted, or gone without having completed (a Job's pod that
+            # completed on its own after its preemption was cut short was not evicted).
+            evicted = uid in self.deleting or (uid not in self.present and uid not in self.completed)
+            if by is None and not evicted:
                 # Only its condition was written: not evicted (yet). Judged if it is later; at the
                 # end, counted apart.
                 if final:
@@ -1140,7 +1166,12 @@ class Observer:
         pods_by_uid = {p["metadata"]["uid"]: p for p in pods}
         claims_by_name = {c["metadata"]["name"]: c for c in claims}
         self.present = set(pods_by_uid)
-        self.ended.update(u for u, p in pods_by_uid.items() if not _live(p))
+        self.deleting.update(
+            u
+            for u, p in pods_by_uid.items()
+            if p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        )
 
         # 1. no device in two allocated claims
         holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)

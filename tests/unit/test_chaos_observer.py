@@ -604,3 +604,14 @@ def test_a_pod_marked_for_preemption_but_never_deleted_is_not_judged_a_victim() 
     obs.check(72.0, [], [])
     obs.check(103.0, [], [])
     assert obs.violations["victim_priority"] == 1
+
+
+def test_a_marked_pod_that_completes_on_its_own_is_not_judged_a_victim() -> None:
+    """Its preemption cut short (the leader lost its lease after the DisruptionTarget patch), a
+    Job's pod runs to completion and goes: it was not evicted."""
+    obs = observer({"n1": 2})
+    obs.check(0.0, [], [pod("j", node="n1", claim="c-j", phase="Running", condition=PREEMPTED)])
+    obs.check(31.0, [], [pod("j", node="n1", claim="c-j", phase="Succeeded", condition=PREEMPTED)])
+    obs.check(62.0, [], [])
+    obs.judge_victims(63.0, final=True)
+    assert (obs.violations["victim_priority"], obs.marked_not_evicted) == (0, 1)

@@ -229,3 +229,25 @@ def test_dropping_steps_renumbers_the_pops() -> None:
         {"op": "pop"},
         {"op": "fail", "pop": 1, "plugins": []},
     ]
+
+
+def test_a_flush_while_in_flight_takes_every_advance_of_that_time_with_it() -> None:
+    """Two advances of 61 s while pod-2 is in flight, the second flushing pod-3 (parked 122 s):
+    without only that one, the first's 61 s and the next would flush it again (seed 2's
+    queue-2-00220), so the variant that asks upstream "without the flush?" drops both."""
+    seq = {
+        "steps": [
+            {"op": "pop"},
+            {"op": "advance", "seconds": 61.0},
+            {"op": "advance", "seconds": 61.0},
+            {"op": "fail", "pop": 0, "plugins": ["DynamicResources"]},
+        ]
+    }
+    go = [
+        {"popped": "pod-2", "inFlight": ["pod-2"]},
+        {"inFlight": ["pod-2"]},
+        {"inFlight": ["pod-2"], "flushed": ["pod-3"]},
+    ]
+    assert compare.quirk_steps(seq, go, "pod-2", [1, 2]) == [1, 2]
+    go[2].pop("flushed")
+    assert compare.quirk_steps(seq, go, "pod-2", [1, 2]) == []  # no flush: time alone releases nobody

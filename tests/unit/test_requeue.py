@@ -137,3 +137,13 @@ def test_an_unallocated_claim_deleted_frees_nothing() -> None:
     s = _state()
     s.upsert_claim(special_claim("b-gpu", "b", "uid-b", rv="1"))
     assert _no_change(s, lambda s: s.remove_claim("ns", "b-gpu")) == Change(0)
+
+
+def test_an_assigned_pod_scaled_down_frees_resources() -> None:
+    """An in-place resize that lowers a bound pod's requests: upstream's AssignedPod
+    UpdatePodScaleDown, which NodeResourcesFit registers (the queue differential's seed 2)."""
+    s = _state()
+    assert _no_change(s, lambda s: s.upsert_pod(_bound("a", "n1", requests={"cpu": "500m"}, rv="2"))) == (
+        Change.POD_FREED
+    )
+    assert _no_change(s, lambda s: s.upsert_pod(_bound("a", "n1", requests={"cpu": "2"}, rv="3"))) == Change(0)

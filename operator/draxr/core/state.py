@@ -85,6 +85,11 @@ def _resource_version(obj: Mapping[str, Any]) -> str | None:
     return None if rv is None else str(rv)
 
 
+def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
+    """Some request of the pod went down (upstream's UpdatePodScaleDown: an in-place resize)."""
+    return any(new.requests.get(name, Decimal(0)) < value for name, value in old.requests.items())
+
+
 def _same_version(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     """Both carry the same resourceVersion: the same object, delivered again."""
     rv = _resource_version(new)
@@ -744,6 +749,8 @@ class ClusterState:
         self._account(info, +1)
         if old is not None and self._placed_on(old) and not self._placed_on(info):
             self.changes.record(Change.POD_FREED)  # resources freed
+        elif old is not None and old.node_name and info.node_name and _scaled_down(old, info):
+            self.changes.record(Change.POD_FREED)  # upstream's AssignedPod UpdatePodScaleDown (a resize)
         elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
             self.changes.record(Change.POD_PLACED)  # a pod placed: pods waiting for affinity or spreading may fit
         if info.inputs is not None and info.inputs.depends_on_pods:

@@ -234,9 +234,12 @@ def quirk_steps(seq: Mapping[str, Any], go: Sequence[Mapping[str, Any]], pod: st
     events, e.g. UpdatePodScaleDown, which NodeResourcesFit's isSchedulableAfterTargetPodScaleDown
     answers with Queue for whichever pod replays it; a nomination is such an update)."""
     out = []
+    # A flush while in flight: every advance of that time goes (without the one that flushed, the
+    # next would flush the same pods).
+    flushed = any(seq["steps"][k]["op"] == "advance" and _flushes(go, k) for k in during)
     for k in during:
         step = seq["steps"][k]
-        flush = step["op"] == "advance" and _flushes(go, k)
+        flush = step["op"] == "advance" and flushed
         other = ""
         if step["op"] == "nominate":
             other = go[int(step["pop"])].get("popped") or ""
