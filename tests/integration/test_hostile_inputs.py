@@ -656,6 +656,7 @@ async def backtracking_trap(ctx: Ctx) -> None:
 def cel_runtime(expr: str, detail: str) -> Pending:
     """A class selector failing on the pinned node's first device: fatal for the attempt, as upstream."""
     return Pending(
+        'running "DynamicResources" filter plugin: '  # (the framework's wrapping of a Filter error)
         f"class $cls: selector #1 on device $bdrv/$node/gpu-0: CEL runtime error: CEL selector {expr!r} "
         f"failed on device 'gpu-0' of driver '$bdrv': {detail}",
         fatal=True,
@@ -1262,6 +1263,7 @@ MAPPING_ROWS = [
             erm("$stem-a", ["$stem-numa0"], selectors=[{"cel": {"expression": 'device.attributes["$drv"].x == 1'}}])
         ),
         Pending(
+            'running "DynamicResources" filter plugin: '
             "claim $ns/<extended-resources>: selector #0 on device $drv/$node/gpu-0: CEL runtime error: "
             "CEL selector 'device.attributes[\"$drv\"].x == 1' failed on device 'gpu-0' of driver '$drv': "
             "no such key: x; the device "
@@ -1274,6 +1276,7 @@ MAPPING_ROWS = [
         "mapping-names-only-a-missing-class",
         mapped(erm("$stem-a", ["$stem-nope"]), classes=False),
         Pending(
+            'running "DynamicResources" filter plugin: '
             "claim $ns/<extended-resources>, request container-0-request-0: could not retrieve device class "
             '$stem-nope: deviceclass.resource.k8s.io "$stem-nope" not found',
             fatal=True,
