@@ -147,3 +147,30 @@ def test_an_assigned_pod_scaled_down_frees_resources() -> None:
         Change.POD_FREED
     )
     assert _no_change(s, lambda s: s.upsert_pod(_bound("a", "n1", requests={"cpu": "2"}, rv="3"))) == Change(0)
+
+
+def _nominated(name: str, node_name: str, rv: str) -> dict[str, object]:
+    body = pod(name, requests={"cpu": "1"}, rv=rv)
+    body["status"]["nominatedNodeName"] = node_name  # type: ignore[index]
+    return body
+
+
+def test_a_nomination_that_leaves_its_node_frees_room_there() -> None:
+    """Upstream's updatePodInSchedulingQueue: a nominatedNodeName that existed and changed
+    (moved or cleared) moves pods as an AssignedPod Delete would; the first nomination frees
+    nothing (the queue differential's seed 7: the pod's own re-nomination while in flight)."""
+    s = _state()
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n1", rv="1"))) == Change(0)
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n1", rv="2"))) == Change(0)
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n2", rv="3"))) == Change.POD_FREED
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "", rv="4"))) == Change.POD_FREED
+
+
+def test_our_own_renomination_frees_room_at_once_and_not_again_when_its_write_returns() -> None:
+    s = _state()
+    s.upsert_pod(_nominated("p", "", rv="1"))
+    assert _no_change(s, lambda s: s.nominate("uid-p", "n1")) == Change(0)
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n1", rv="2"))) == Change(0)
+    assert _no_change(s, lambda s: s.nominate("uid-p", "n2")) == Change.POD_FREED
+    assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n2", rv="3"))) == Change(0)
+    assert _no_change(s, lambda s: s.nominate("uid-p", "")) == Change.POD_FREED

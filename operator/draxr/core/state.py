@@ -90,6 +90,14 @@ def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
     return any(new.requests.get(name, Decimal(0)) < value for name, value in old.requests.items())
 
 
+def _nomination_moved(old: PodInfo, new: PodInfo) -> bool:
+    """An unbound pod's nomination left its node (moved or cleared): upstream's
+    updatePodInSchedulingQueue then moves pods as on an AssignedPod Delete (hasNominatedNodeNameChanged),
+    since pods of lower or equal priority counted the nominated pod as placed there. The pod itself
+    is moved too when it is in flight (its own attempt replays the event)."""
+    return bool(old.nominated) and old.nominated != new.nominated and not new.node_name
+
+
 def _same_version(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     """Both carry the same resourceVersion: the same object, delivered again."""
     rv = _resource_version(new)
@@ -751,6 +759,8 @@ class ClusterState:
             self.changes.record(Change.POD_FREED)  # resources freed
         elif old is not None and old.node_name and info.node_name and _scaled_down(old, info):
             self.changes.record(Change.POD_FREED)  # upstream's AssignedPod UpdatePodScaleDown (a resize)
+        elif old is not None and _nomination_moved(old, info):
+            self.changes.record(Change.POD_FREED)  # upstream: the old nominated node's room is freed
         elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
             self.changes.record(Change.POD_PLACED)  # a pod placed: pods waiting for affinity or spreading may fit
         if info.inputs is not None and info.inputs.depends_on_pods:
@@ -770,8 +780,11 @@ class ClusterState:
         else:
             self._nominations.pop(uid, None)
         if pod.nominated != node:
+            moved = replace(pod, nominated=node)
+            if _nomination_moved(pod, moved):
+                self.changes.record(Change.POD_FREED)  # at once: the status write's event finds it moved
             self._nominate(pod, -1)
-            self.pods[uid] = pod = replace(pod, nominated=node)
+            self.pods[uid] = pod = moved
             self._nominate(pod, +1)
 
     def mark_preempted(self, uids: Iterable[str], preempted: bool = True) -> None:
