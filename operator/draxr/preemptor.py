@@ -61,6 +61,7 @@ class Preemptor:
         lower = lower_nominated(pod, chosen.node, self.state)
         for other in lower:
             self.state.nominate(other.uid, "")
+            self.release(other.uid)  # no nomination, nothing held: its devices are free again
         victims = [v for v in chosen.victims if not v.deleting]
         try:
             metrics.PREEMPTION_VICTIMS.observe(len(chosen.victims))

@@ -173,6 +173,10 @@ class Scheduler:
     def pod_changed(self, pod: PodInfo, old: PodInfo | None = None) -> None:
         if self.wants(pod):
             self._index_claims(pod.uid, pod_claim_keys(pod))
+            if not pod.nominated:
+                # its nomination was cleared (a higher preemptor's, another writer's): nothing is
+                # held for it any more (a stale hold kept the devices from every pod)
+                self.preemptor.release(pod.uid)
             if pod.uid in self.state.assumed_nodes:
                 return  # being bound, or bound by us and the watch is behind (a late event)
             # (an update of a pod in flight marks it moved in the queue: its attempt saw the old pod)

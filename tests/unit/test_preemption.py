@@ -3,6 +3,7 @@ the DRA-aware dry run (victims' special claims and claims reserved only for vict
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +15,16 @@ from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.budget import Budget
 from draxr.core.claims import assumed_claim_key, held_claim_key
 from draxr.core.placement import Decision, Unschedulable, schedule
-from draxr.core.preemption import Outcome, Releasing, more_important, num_candidates, pick_one, preempt, releasing_of
+from draxr.core.preemption import (
+    Candidate,
+    Outcome,
+    Releasing,
+    more_important,
+    num_candidates,
+    pick_one,
+    preempt,
+    releasing_of,
+)
 from draxr.core.state import ClusterState, PodInfo
 from tests.unit.cluster_builders import allocation, cluster, node, plain_claim, pod, special_claim
 
@@ -569,3 +579,63 @@ def test_a_dry_run_calls_the_allocator_only_when_a_pod_put_back_holds_a_device_i
     # All removed: gpu-0, gpu-1 taken. p7..p2 put back hold neither (no call); p1 holds gpu-1: a call,
     # which fails (only gpu-0 and gpu-1 free), so p1 is a victim; p0 likewise.
     assert len(calls) == 3
+
+
+def _held_for_hi() -> tuple[ClusterState, Any, PodInfo]:
+    from draxr.scheduler import Scheduler
+    from draxr.settings import Settings
+
+    s = cluster({"g": 2})
+    going = running("low", "g", gpus=2, claim_name="c", rv="2")
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    going["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    s.upsert_pod(going)
+    s.upsert_claim(special_claim("c", "low", "uid-low", alloc=allocation("g", "gpu-0", "gpu-1"), rv="1"))
+    hi = pod("hi", gpus=2, priority=100, rv="1")
+    hi["status"]["nominatedNodeName"] = "g"
+    info = s.upsert_pod(hi)
+    sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
+    assert sched.rebuild_holds() == 1
+    return s, sched, info
+
+
+def test_a_hold_goes_with_its_pods_nomination() -> None:
+    """The nomination cleared by someone else (the API shows none): the devices held for the pod
+    are free again; kept, they stood against every pod (the chaos run's 4-GPU pod that saw 3
+    free where the observer counted 4)."""
+    s, sched, info = _held_for_hi()
+    assert s.tracker.is_assumed(held_claim_key(info.uid))
+    cleared = pod("hi", gpus=2, priority=100, rv="2")
+    sched.pod_changed(s.upsert_pod(cleared), info)
+    assert not s.tracker.is_assumed(held_claim_key(info.uid))
+    assert info.uid not in sched.preemptor.releasing
+
+
+def test_a_hold_outlives_an_event_that_keeps_the_nomination() -> None:
+    s, sched, info = _held_for_hi()
+    again = pod("hi", gpus=2, priority=100, rv="2", annotations={"x": "y"})
+    again["status"]["nominatedNodeName"] = "g"
+    sched.pod_changed(s.upsert_pod(again), info)
+    assert s.tracker.is_assumed(held_claim_key(info.uid))
+
+
+def test_a_lower_preemptor_that_loses_its_nomination_loses_its_hold() -> None:
+    """A higher preemptor on the same node clears the lower ones' nominations (upstream's
+    getLowerPriorityNominatedPods): their holds go too."""
+    s, sched, info = _held_for_hi()
+    top = s.upsert_pod(pod("top", gpus=2, priority=1000))
+    chosen = Candidate(node="g", victims=(), pdb_violations=0)
+
+    class _Quiet:
+        async def pod_event(self, *_: Any, **__: Any) -> None:
+            return None
+
+    sched.preemptor.recorder = _Quiet()
+
+    async def _clear(*_: Any, **__: Any) -> None:
+        return None
+
+    sched.preemptor._clear_nomination = _clear  # type: ignore[method-assign]
+    asyncio.run(sched.preemptor.actuate(top, chosen))
+    assert s.pods[info.uid].nominated == ""
+    assert not s.tracker.is_assumed(held_claim_key(info.uid))
