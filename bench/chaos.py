@@ -150,16 +150,20 @@ podInitialBackoffSeconds: 1
 podMaxBackoffSeconds: 5
 profiles:
 - schedulerName: {scheduler}
-  pluginConfig:
+"""
+# --scoring binpack (the default): GPUs packed, as GPU clusters configure it; --scoring default:
+# kube-scheduler's default profile (LeastAllocated over cpu and memory: GPUs spread).
+BINPACK_CONFIG = """  pluginConfig:
   - name: NodeResourcesFit
     args:
       scoringStrategy:
         type: MostAllocated
         resources:
-        - {{name: cpu, weight: 1}}
-        - {{name: memory, weight: 1}}
-        - {{name: example.com/gpu, weight: 1}}
+        - {name: cpu, weight: 1}
+        - {name: memory, weight: 1}
+        - {name: example.com/gpu, weight: 1}
 """
+SCORING = {"binpack": BINPACK_CONFIG, "default": ""}
 RENEW_DEADLINE_SECONDS = 4.0  # (LEASE's --renew-deadline-seconds)
 FROZEN_WRITE_SECONDS = (
     2.0  # a request frozen by SIGSTOP after draxr's fence reaches the API server this soon after SIGCONT
@@ -280,6 +284,7 @@ class Config:
     fault_scale: float = 1.0  # multiplies the fault durations
     kinds: tuple[str, ...] = KINDS  # the faults to inject (each once per round, in random order)
     min_rounds: int = 1  # go on past fault_seconds (by at most 90 s) until every kind had its turn this often
+    scoring: str = "binpack"  # a key of SCORING
     keep: bool = False
     out: str | None = None
 
@@ -460,8 +465,8 @@ class ProxyProcess:
 class Replica:
     """One ``draxr run`` as a Deployment pod runs it (in-cluster config, the SA token), through the proxy."""
 
-    def __init__(self, name: str, sa_dir: Path, proxy_port: int, run_dir: Path) -> None:
-        self.name, self.sa_dir, self.run_dir = name, sa_dir, run_dir
+    def __init__(self, name: str, sa_dir: Path, proxy_port: int, run_dir: Path, scoring: str = "binpack") -> None:
+        self.name, self.sa_dir, self.run_dir, self.scoring = name, sa_dir, run_dir, scoring
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAXR_", "KUBECONFIG"))}
         self.env.update(
             KUBERNETES_SERVICE_HOST=LOOPBACK,
@@ -510,7 +515,7 @@ class Replica:
     def scheduler_config(self) -> Path:
         path = self.log_path.parent / "scheduler-config.yaml"
         if not path.exists():
-            path.write_text(SCHEDULER_CONFIG.format(scheduler=SCHEDULER))
+            path.write_text(SCHEDULER_CONFIG.format(scheduler=SCHEDULER) + SCORING[self.scoring])
         return path
 
     def start(self) -> None:
@@ -2109,7 +2114,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
         api = Api(cp)
         tokens = await set_up(cfg, cp, api, ("draxr-a", "draxr-b"))
         await proxy.start(cp, run_dir, cfg.seed)
-        replicas = Replicas([Replica(n, d, proxy.port, run_dir) for n, (d, _) in tokens.items()])
+        replicas = Replicas([Replica(n, d, proxy.port, run_dir, cfg.scoring) for n, (d, _) in tokens.items()])
         for r in replicas.replicas:
             r.start()
         observer = Observer(api, cfg)
@@ -2273,6 +2278,13 @@ def main() -> int:
     p.add_argument("--settle-seconds", type=float)
     p.add_argument("--job-rate", type=float, help="Jobs per second")
     p.add_argument("--kinds", help=f"comma-separated fault kinds (default all: {','.join(KINDS)})")
+    p.add_argument(
+        "--scoring",
+        choices=sorted(SCORING),
+        default="binpack",
+        help="the replicas' NodeResourcesFit scoring: binpack (MostAllocated, GPUs weighted) or "
+        "default (kube-scheduler's default profile)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
     p.add_argument("--out", default=None, help="JSON path")
     args = p.parse_args()
@@ -2286,7 +2298,7 @@ def main() -> int:
         if unknown:
             p.error(f"unknown fault kinds {sorted(unknown)}")
         cfg.kinds = tuple(args.kinds.split(","))
-    cfg.keep, cfg.out = args.keep, args.out
+    cfg.keep, cfg.out, cfg.scoring = args.keep, args.out, args.scoring
     result = asyncio.run(run_chaos(cfg))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
