@@ -174,3 +174,13 @@ def test_our_own_renomination_frees_room_at_once_and_not_again_when_its_write_re
     assert _no_change(s, lambda s: s.nominate("uid-p", "n2")) == Change.POD_FREED
     assert _no_change(s, lambda s: s.upsert_pod(_nominated("p", "n2", rv="3"))) == Change(0)
     assert _no_change(s, lambda s: s.nominate("uid-p", "")) == Change.POD_FREED
+
+
+def test_an_unbound_pod_scaled_down_frees_resources_as_upstreams_target_pod_event() -> None:
+    """Upstream records an in-flight pod's own resize down as a TargetPod UpdatePodScaleDown in the
+    in-flight event list that every pod in flight replays, and NodeResourcesFit's hint answers it
+    with Queue whoever the pod is (the queue differential's seed 12): draxr records a freed pod."""
+    s = _state()
+    s.upsert_pod(pod("p", requests={"cpu": "100m"}, rv="1"))
+    assert _no_change(s, lambda s: s.upsert_pod(pod("p", requests={"cpu": "50m"}, rv="2"))) == Change.POD_FREED
+    assert _no_change(s, lambda s: s.upsert_pod(pod("p", requests={"cpu": "200m"}, rv="3"))) == Change(0)

@@ -757,8 +757,11 @@ class ClusterState:
         self._account(info, +1)
         if old is not None and self._placed_on(old) and not self._placed_on(info):
             self.changes.record(Change.POD_FREED)  # resources freed
-        elif old is not None and old.node_name and info.node_name and _scaled_down(old, info):
-            self.changes.record(Change.POD_FREED)  # upstream's AssignedPod UpdatePodScaleDown (a resize)
+        elif old is not None and old.node_name == info.node_name and _scaled_down(old, info):
+            # A resize down: upstream's AssignedPod UpdatePodScaleDown for a bound pod; for an unbound
+            # one its TargetPod UpdatePodScaleDown, whose NodeResourcesFit hint says Queue to every pod
+            # in flight at the time, not only to the resized one (one in-flight event list).
+            self.changes.record(Change.POD_FREED)
         elif old is not None and _nomination_moved(old, info):
             self.changes.record(Change.POD_FREED)  # upstream: the old nominated node's room is freed
         elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
