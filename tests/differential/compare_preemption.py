@@ -7,9 +7,10 @@ Equal means:
 - otherwise every node's diagnosis (plugin, code, reasons) is the same, and PostFilter's outcome:
   - the nomination: unchanged (null) or cleared ("") on both sides, with the same PostFilter
     message and the same FailedScheduling message; or draxr chose a node among those upstream's
-    SelectCandidate may choose (its last tie-break is Go's map order), with that node's victims in
-    upstream's order, its number of PDB violations, and the messages upstream writes, for that
-    node;
+    SelectCandidate may choose (its last tie-break is Go's map order), or one tied with such a node
+    on every criterion but a start time upstream reads from the clock (``clock_tied``), with that
+    node's victims in upstream's order, its number of PDB violations, and the messages upstream
+    writes, for that node;
   - the dry run's rejected nodes and their statuses, when upstream's dry run ran.
 
 For the device family upstream means the harness's DRA preemption reference
@@ -35,7 +36,7 @@ from draxr_dev.scheduling.casegen_preemption import DEVICE_FAMILY, FAMILIES, NOM
 from tests.differential.compare_scheduling import Mismatch, format_mismatch, run_each
 from tests.differential.compare_scheduling import compare as compare_cases
 
-__all__ = ["GROUPS", "compare", "diff_preemption", "format_mismatch", "group_of", "run_python"]
+__all__ = ["GROUPS", "clock_tied", "compare", "diff_preemption", "format_mismatch", "group_of", "run_python"]
 
 JSON = dict[str, Any]
 
@@ -102,8 +103,53 @@ def upstream_reasons(py: Mapping[str, Any]) -> JSON:
     return out
 
 
-def diff_preemption(go: Mapping[str, Any], py: Mapping[str, Any]) -> list[str]:
-    """What differs, one line each (empty: equal)."""
+_OFFSET = 2**31  # pickOneNodeForPreemption adds MaxInt32+1 to every victim's priority in its sum
+
+
+def _criteria(pods: Sequence[Mapping[str, Any]], violations: int) -> tuple[tuple[int, ...], str | None]:
+    """pickOneNodeForPreemption's view of a candidate (its victims ``pods``, in upstream's order):
+    the criteria it evaluates deterministically (PDB violations, the first victim's priority, the
+    sum of priorities, the number of victims; each the smaller the better), and the earliest start
+    time of the highest-priority victims (util.GetEarliestPodStartTime), None when none of them has
+    a status.startTime: util.GetPodStartTime then reads time.Now(), later than any start time set
+    (the cases' are in 2024), and different for every node it scores."""
+    priorities = [int(p["spec"].get("priority") or 0) for p in pods]
+    top = max(priorities)
+    starts = [
+        p.get("status", {}).get("startTime") for p, priority in zip(pods, priorities, strict=True) if priority == top
+    ]
+    known = [s for s in starts if s]
+    deterministic = (violations, priorities[0], sum(p + _OFFSET for p in priorities), len(pods))
+    return deterministic, min(known) if known else None
+
+
+def clock_tied(case: Mapping[str, Any], go: Mapping[str, Any], node: str | None) -> bool:
+    """Whether upstream may choose ``node`` although its dry run did not (``choices``): some choice
+    ties with it on every criterion pickOneNodeForPreemption evaluates deterministically, and the
+    last one, the latest earliest start time of the highest-priority victims, reads the clock for
+    both (no start time set: util.GetPodStartTime takes time.Now(), so the node scored later wins,
+    and the order is Go's map order). A start time set on either side decides, and so does any
+    other criterion."""
+    pre: Mapping[str, Any] = go.get("preemption") or {}
+    candidates: Mapping[str, Any] = pre.get("candidates") or {}
+    pods = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in case.get("pods") or ()}
+
+    def criteria(name: str | None) -> tuple[tuple[int, ...], str | None] | None:
+        c = candidates.get(name) if name is not None else None
+        if not c or not c["victims"] or any(v not in pods for v in c["victims"]):
+            return None
+        return _criteria([pods[v] for v in c["victims"]], int(c["numPDBViolations"]))
+
+    mine = criteria(node)
+    if mine is None or mine[1] is not None:
+        return False
+    return any(criteria(choice) == mine for choice in pre.get("choices") or ())
+
+
+def diff_preemption(go: Mapping[str, Any], py: Mapping[str, Any], case: Mapping[str, Any] | None = None) -> list[str]:
+    """What differs, one line each (empty: equal). ``case``: the case's pods, which tell a node
+    tied with upstream's choices on the clock (``clock_tied``); without it draxr's node must be
+    among the choices."""
     py = upstream_reasons(py)
     if "error" in go:
         return [f"harness error: {go['error'][:2000]}"]
@@ -143,7 +189,7 @@ def diff_preemption(go: Mapping[str, Any], py: Mapping[str, Any]) -> list[str]:
     else:
         choices: list[str] = gp.get("choices") or []
         candidates: Mapping[str, Any] = gp.get("candidates") or {}
-        if p_node not in choices:
+        if p_node not in choices and not (case is not None and clock_tied(case, go, p_node)):
             chosen = {n: candidates[n] for n in choices}
             out.append(
                 f"nominatedNode: go may choose {choices} ({chosen}) python={p_node!r} "
@@ -197,7 +243,12 @@ def group_of(case: Mapping[str, Any], go: Mapping[str, Any]) -> str:
 
 
 def compare(cases: Sequence[JSON], go: Sequence[JSON], py: Sequence[JSON]) -> list[Mismatch]:
-    return compare_cases(cases, go, py, diff_preemption, lambda case, g: {"group": group_of(case, g)})
+    by_name = {case["name"]: case for case in cases}
+
+    def diff(g: JSON, p: JSON) -> list[str]:
+        return diff_preemption(g, p, by_name[g["name"]])
+
+    return compare_cases(cases, go, py, diff, lambda case, g: {"group": group_of(case, g)})
 
 
 def run_python(cases: Sequence[Mapping[str, Any]]) -> tuple[list[JSON], float]:

@@ -9,9 +9,10 @@ the real PostFilter's outcome is one the dry run predicts. The Python side is
 draxr_dev.scheduling.evaluate_preemption: schedule(), then preempt() with the case's
 PodDisruptionBudgets and offset 0, as the shell calls them. tests/differential/compare_preemption.py
 says what must be equal: every node's diagnosis, the nomination (draxr's node among upstream's
-choices), that node's victims in order and PDB violations, PostFilter's message and the whole
-FailedScheduling message, the dry run's rejected nodes; a node found without preemption must be one
-of the best upstream scores.
+choices, or tied with one on every criterion but a start time upstream reads from the clock:
+compare_preemption.clock_tied), that node's victims in order and PDB violations, PostFilter's
+message and the whole FailedScheduling message, the dry run's rejected nodes; a node found without
+preemption must be one of the best upstream scores.
 
 For DRA devices upstream has no reference (DynamicResources has no RemovePod/AddPod: its dry run
 frees no device), so the device family's cases ("draPreemption": true) run against the harness's

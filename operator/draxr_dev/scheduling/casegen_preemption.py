@@ -24,7 +24,9 @@ The families (FAMILIES) each add one thing a difference may come from, and only 
 * ``preemption-pdb-overlap``: some bound pods match two PodDisruptionBudgets (upstream's
   FilterVictimsWithPDBViolation then depends on their order; both sides are given the case's).
 * ``preemption-start-unset``: some bound pods have no status.startTime (upstream takes "now", read
-  when each victim is made, in the node's pod order).
+  when each victim is made, in the node's pod order, and again when pickOneNodeForPreemption scores
+  each node: nodes tied but for that, twins or not, are upstream's to pick between in Go's map
+  order, and the comparison accepts any of them: tests/differential/compare_preemption.clock_tied).
 * ``preemption-beyond-node``: required inter-pod anti-affinity (the incoming pod's, or existing
   pods' against it) or hard topology spreading that the victims take part in, so that the dry run's
   RemovePod/AddPod extensions matter (tag ``preempt-beyond-node``); pods nominated to nodes carry no
