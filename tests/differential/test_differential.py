@@ -8,8 +8,11 @@ same AllocationResults (shareID values aside, they are random UUIDs: only their 
 when fatal or failed on the node, the same error class and subject (compare.error_class).
 
 Like the integration tests, this never skips for want of a Go toolchain: if the harness cannot be
-built, the test errors. Knobs: DRAXR_DIFF_SEED (default 1), DRAXR_DIFF_SCALE (default 1.0, the
-number of cases per family is multiplied by it).
+built, the test errors. Knobs: DRAXR_DIFF_SEED (default: DRAXR_TEST_SEED, else 1; tests/seeds.py),
+DRAXR_DIFF_SCALE (default 1.0, the number of cases per family is multiplied by it). The coverage
+floors hold at every seed (casegen.GUARANTEED tops up the kinds the recipes draw too rarely). No
+allocator deviation is known (tests/differential/known_deviations.json has none), so every
+mismatch fails, at any seed.
 
 Reproducing a mismatch: the failure message names a directory holding cases.json, go-outcomes.json
 and mismatches.json; `python -m tests.differential.compare DIR/cases.json DIR/go-outcomes.json`
@@ -30,8 +33,9 @@ from draxr_dev.allocator.casegen import feature_tally, format_tally, generate
 from tests.differential.compare import build_harness, compare, error_class, format_mismatch, run_go, run_python
 from tests.differential.report import by_family
 from tests.differential.report import fail as report_fail
+from tests.seeds import seed
 
-SEED = int(os.environ.get("DRAXR_DIFF_SEED", "1"))
+SEED = seed("DRAXR_DIFF_SEED", 1)
 SCALE = float(os.environ.get("DRAXR_DIFF_SCALE", "1"))
 MIN_CASES = 500
 MIN_CASES_PER_FEATURE = 5
@@ -154,7 +158,7 @@ def test_python_allocator_matches_upstream(
     report = "\n".join(
         [
             f"[differential] seed {SEED}, scale {SCALE}: {len(cases)} cases in {len(families)} families; "
-            f"python ({runner}) took {py_seconds:.2f}s",
+            f"python ({runner}) took {py_seconds:.2f}s; replay: DRAXR_DIFF_SEED={SEED}",
             f"[differential] upstream outcomes: {dict(sorted(kinds.items()))}",
             f"[differential] upstream error classes: {dict(sorted(errors.items()))}",
             "[differential] feature coverage (cases per tag):",
@@ -171,7 +175,7 @@ def test_python_allocator_matches_upstream(
         go_outcomes,
         mismatches,
         headline=f"{len(mismatches)} of {len(cases)} cases differ between upstream Go and the Python allocator "
-        f"(by family: {by_family(mismatches)}).",
+        f"(by family: {by_family(mismatches)}; seed {SEED}, replay: DRAXR_DIFF_SEED={SEED}).",
         rerun="tests.differential.compare",
         format_mismatch=format_mismatch,
         report=report,
