@@ -18,12 +18,14 @@ unschedulable pods after 60 s: upstream is configured with draxr's values.
 
 The same comparison must find missing pods once draxr's real code is mutated to drop claim events,
 node events or what arrives while a pod is in flight (draxr's side re-run on the first
-DRAXR_QUEUE_DIFF_MUTATION_SEQUENCES sequences, default 120, against the same upstream results).
+DRAXR_QUEUE_DIFF_MUTATION_SEQUENCES sequences, default 120, of the reference seed 1 whatever the
+run's seed, against the same upstream results).
 
-Knobs: DRAXR_QUEUE_DIFF_SEED (default 1), DRAXR_QUEUE_DIFF_SEQUENCES (default 250),
-DRAXR_QUEUE_DIFF_STEPS (steps per sequence, default 40). A failure writes cases.json, go.json and
-mismatches.json and names them; `python -m draxr_dev.queue_diff.shrink --seed S --count N` shrinks
-every distinct cause of a run to a minimal sequence.
+Knobs: DRAXR_QUEUE_DIFF_SEED (else the run's DRAXR_TEST_SEED, else 1: tests/seeds.py),
+DRAXR_QUEUE_DIFF_SEQUENCES (default 250), DRAXR_QUEUE_DIFF_STEPS (steps per sequence, default 40).
+A failure writes cases.json, go.json and mismatches.json and names them;
+`python -m draxr_dev.queue_diff.shrink --seed S --count N` shrinks every distinct cause of a run to
+a minimal sequence.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ import pytest
 from draxr_dev.queue_diff import casegen, compare, runner
 from draxr_dev.queue_diff.runner import PySequence
 from draxr_dev.scheduling import harness as go_harness
+from tests import seeds
 from tests.differential.report import fail as report_fail
 
-SEED = int(os.environ.get("DRAXR_QUEUE_DIFF_SEED", "1"))
+SEED = seeds.seed("DRAXR_QUEUE_DIFF_SEED", 1)
 COUNT = int(os.environ.get("DRAXR_QUEUE_DIFF_SEQUENCES", "250"))
 STEPS = int(os.environ.get("DRAXR_QUEUE_DIFF_STEPS", "40"))
 
@@ -205,22 +208,38 @@ MUTATIONS = {
 MUTATION_SEQUENCES = int(os.environ.get("DRAXR_QUEUE_DIFF_MUTATION_SEQUENCES", "120"))
 
 
+MUTATION_SEED = 1  # the reference seed: the mutations' power is a property of the comparison, measured there
+
+
 @pytest.fixture(scope="module")
 def mutation_sequences(sequences: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The first sequences of the run: upstream's side is the run's (a mutation changes draxr only)."""
-    return sequences[:MUTATION_SEQUENCES]
+    """The first sequences of the reference seed, whatever the run's: how many pods a mutation
+    loses depends on the draw (dropping claim events lost 0 of 120 sequences at seed 20), and the
+    question here is whether the comparison sees a lost wake-up at all."""
+    if SEED == MUTATION_SEED:
+        return sequences[:MUTATION_SEQUENCES]
+    return casegen.generate(MUTATION_SEED, COUNT, STEPS)[:MUTATION_SEQUENCES]
 
 
 @pytest.fixture(scope="module")
-def mutation_go(results: Results, mutation_sequences: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return results[0][: len(mutation_sequences)]
+def mutation_results(harness: Path, results: Results, mutation_sequences: list[dict[str, Any]]) -> Results:
+    """Upstream's side (a mutation changes draxr only) and draxr's unmutated side."""
+    if SEED == MUTATION_SEED:
+        go, py = results
+        return go[: len(mutation_sequences)], py[: len(mutation_sequences)]
+    return _run(harness, mutation_sequences)
+
+
+@pytest.fixture(scope="module")
+def mutation_go(mutation_results: Results) -> list[dict[str, Any]]:
+    return mutation_results[0]
 
 
 @pytest.fixture(scope="module")
 def mutation_baseline(
-    harness: Path, mutation_sequences: list[dict[str, Any]], mutation_go: list[dict[str, Any]], results: Results
+    harness: Path, mutation_sequences: list[dict[str, Any]], mutation_results: Results
 ) -> compare.Report:
-    return _report(harness, mutation_sequences, (mutation_go, results[1][: len(mutation_sequences)]))
+    return _report(harness, mutation_sequences, mutation_results)
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))

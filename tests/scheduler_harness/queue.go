@@ -379,7 +379,7 @@ func queueSequenceSteps(registry frameworkruntime.Registry, cfg queueConfig, seq
 		pvs: factory.Core().V1().PersistentVolumes().Informer().GetStore(), pvcs: factory.Core().V1().PersistentVolumeClaims().Informer().GetStore(),
 		scs: factory.Storage().V1().StorageClasses().Informer().GetStore(),
 	}
-	q := internalqueue.NewPriorityQueue(f.QueueSortFunc(), factory,
+	q := internalqueue.NewPriorityQueue(stableLess(f.QueueSortFunc()), factory,
 		internalqueue.WithClock(fakeClock),
 		internalqueue.WithPodInitialBackoffDuration(cfg.initialBackoff),
 		internalqueue.WithPodMaxBackoffDuration(cfg.maxBackoff),
@@ -505,7 +505,10 @@ type queueStores struct{ pods, nodes, slices, classes, pvs, pvcs, scs cache.Stor
 // (present) or nothing (absent).
 func (r *queueRun) waitFor(kind string, obj apiruntime.Object, present bool) error {
 	want := obj.(metav1.Object).GetResourceVersion()
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous and polled with a growing pause: on a loaded machine (CI's, 2 cores, sequences run
+	// in parallel) a tight 50 µs poll by every sequence starved the informers it waits for.
+	deadline := time.Now().Add(60 * time.Second)
+	pause := 50 * time.Microsecond
 	for {
 		got, err := r.current(kind, obj)
 		if err != nil {
@@ -520,7 +523,8 @@ func (r *queueRun) waitFor(kind string, obj apiruntime.Object, present bool) err
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the informer did not see %s %s (resourceVersion %q, present %v)", kind, obj.(metav1.Object).GetName(), want, present)
 		}
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 5*time.Millisecond)
 	}
 }
 
@@ -933,4 +937,28 @@ func (r *queueRun) state() *queueState {
 	sort.Strings(st.Backoff)
 	sort.Strings(st.ErrorBackoff)
 	return st
+}
+
+// stableLess is the profile's queue sort with ties broken by pod name. Upstream leaves pods of equal
+// priority and enqueue time (pods moved in one batch, on the fake clock) in heap insertion order,
+// which follows Go's map order, so one sequence popped different pods from run to run (and the
+// in-flight settling re-run judged another attempt). By name is one of the orders upstream may
+// take; the backoffQ breaks its ties with the same function.
+func stableLess(less fwk.LessFunc) fwk.LessFunc {
+	return func(a, b fwk.QueuedEntityInfo) bool {
+		if less(a, b) {
+			return true
+		}
+		if less(b, a) {
+			return false
+		}
+		return entityName(a) < entityName(b)
+	}
+}
+
+func entityName(e fwk.QueuedEntityInfo) string {
+	if p, ok := e.(*framework.QueuedPodInfo); ok && p.Pod != nil {
+		return p.Pod.Namespace + "/" + p.Pod.Name
+	}
+	return ""
 }
