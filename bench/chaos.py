@@ -1736,8 +1736,11 @@ class Chaos:
                 await asyncio.sleep(0.25)
             p["seconds"] = round(time.monotonic() - t_stop, 1)
             leader.stopped = False
-            leader.signal(signal.SIGCONT)
+            # (read before the signal: the process may run, and its frozen write reach the API
+            # server, before this coroutine reads the clock again; read after, such a write looked
+            # sent before the SIGCONT and was judged a split brain, 2 ms early, in a session-20 run)
             p["continued_at"] = time.time()
+            leader.signal(signal.SIGCONT)
             rec.ended = time.monotonic()
             p["taken_over_by"] = holder if holder != identity else ""
             if holder and holder != identity:
