@@ -184,3 +184,12 @@ def test_an_unbound_pod_scaled_down_frees_resources_as_upstreams_target_pod_even
     s.upsert_pod(pod("p", requests={"cpu": "100m"}, rv="1"))
     assert _no_change(s, lambda s: s.upsert_pod(pod("p", requests={"cpu": "50m"}, rv="2"))) == Change.POD_FREED
     assert _no_change(s, lambda s: s.upsert_pod(pod("p", requests={"cpu": "200m"}, rv="3"))) == Change(0)
+
+
+def test_an_allocated_claim_deleted_frees_even_when_another_claim_holds_its_device() -> None:
+    """Upstream's DynamicResources queues every pod on an allocated claim's delete without looking
+    at the devices (queue differential, seed 854558: two claims allocated the same device)."""
+    s = _state()
+    s.upsert_claim(special_claim("b-gpu", "b", "uid-b", alloc=allocation("n1", "gpu-0"), reserved=True, rv="1"))
+    assert _no_change(s, lambda s: s.remove_claim("ns", "b-gpu")) == Change.CLAIM_FREED
+    assert s.tracker.snapshot().is_device_allocated((DRIVER, "n1", "gpu-0"))

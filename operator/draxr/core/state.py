@@ -1170,7 +1170,9 @@ class ClusterState:
             if not keys:
                 self.special_claims.pop(claim.owner[1], None)
                 self.gone_pod_schedulers.pop(claim.owner[1], None)
-        if freed:  # (an unallocated claim deleted frees nothing; upstream registers no claim delete)
+        if freed or (claim is not None and claim.allocated):
+            # Upstream queues every pod on an allocated claim's delete (DynamicResources'
+            # preQueueingHint: AllPods), even when another claim still holds its devices.
             self.changes.record(Change.CLAIM_FREED)
 
     def _index_consumers(self, key: str, claim: ClaimInfo | None, sign: int) -> None:
