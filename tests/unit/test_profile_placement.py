@@ -105,3 +105,23 @@ def test_a_node_counted_full_is_tried_last() -> None:
     assert "n1" not in d2.statuses  # the allocator never ran on n1
     reference = _run(s, pod("b2", gpus=1), equivalence=False)
     assert reference.node == "n2"
+
+
+def test_pod_level_hugepages_are_not_scored_as_upstreams_fit_leaves_pod_level_requests_out() -> None:
+    """Upstream's NodeResourcesFit scorer has no enablePodLevelResources: a pod-level hugepages
+    request scores as 0, which leaves the resource out (config differential, seed 546992); a
+    container's request counts. MostAllocated over hugepages-2Mi alone: with the request scored
+    n1 (1Gi of 1Gi) scores 100, without it nothing scores."""
+    s = ClusterState()
+    big = node("n1")
+    big["status"]["allocatable"]["hugepages-2Mi"] = "1Gi"
+    s.upsert_node(big)
+    s.profile = dataclasses.replace(
+        DEFAULT_PROFILE, fit=FitStrategy(ScoringType.MOST_ALLOCATED, (ResourceSpec("hugepages-2Mi", 1),))
+    )
+    pod_level = pod("a")
+    pod_level["spec"]["resources"] = {"requests": {"cpu": "1", "hugepages-2Mi": "1Gi"}}
+    assert _run(s, pod_level).scores["NodeResourcesFit"] == 0
+    in_container = pod("b")
+    in_container["spec"]["containers"][0].setdefault("resources", {})["requests"] = {"hugepages-2Mi": "1Gi"}
+    assert _run(s, in_container).scores["NodeResourcesFit"] == 100

@@ -145,6 +145,17 @@ def fit_score_requests(pod: Mapping[str, Any]) -> tuple[int, int] | None:
     return milli_value(reqs.get("cpu", Decimal(0))), value(reqs.get("memory", Decimal(0)))
 
 
+def fit_score_hugepages(pod: Mapping[str, Any]) -> Mapping[str, int] | None:
+    """The hugepages-* requests of the pod to place as NodeResourcesFit's Score counts them when
+    pod-level requests are set (None otherwise): the containers' and the overhead's, for the same
+    reason as fit_score_requests (a pod-level hugepages request scores as 0, i.e. not at all)."""
+    spec = pod.get("spec") or {}
+    if not _pod_level_requests_set(spec):
+        return None
+    reqs = pod_requests(pod, use_pod_level=False)
+    return MappingProxyType({n: value(q) for n, q in reqs.items() if n.startswith("hugepages-")})
+
+
 # --------------------------------------------------------------------------- the view
 
 
@@ -233,6 +244,8 @@ class PodView:
     # NodeResourcesFit's Score's (milli-cpu, memory) of the pod when not PodInfo.nonzero (pod-level
     # requests, see fit_score_requests); None: PodInfo.nonzero.
     fit_nonzero: tuple[int, int] | None = None
+    # ... and its hugepages-* (fit_score_hugepages); None: PodInfo.units.
+    fit_hugepages: Mapping[str, int] | None = None
 
     @property
     def depends_on_pods(self) -> bool:
@@ -311,6 +324,7 @@ def pod_view(pod: Mapping[str, Any], requests: Mapping[str, Decimal] | None = No
         controller=(str(owner.get("apiVersion")), str(owner.get("kind")), str(owner.get("name"))) if owner else None,
         claims_input=_claims_input(pod) if spec.get("resourceClaims") else None,
         fit_nonzero=fit_score_requests(pod),
+        fit_hugepages=fit_score_hugepages(pod),
     )
 
 

@@ -121,9 +121,17 @@ class Fit:
         self.cpu, self.memory = pod.view.fit_nonzero or pod.nonzero  # (pod-level requests left out)
         self.strategy = scoring if isinstance(scoring, FitStrategy) else FitStrategy(scoring)
         self.state, self.device_scoring = state, device_scoring
-        # calculatePodResourceRequestList: cpu and memory with the non-zero defaults.
+        # calculatePodResourceRequestList: cpu and memory with the non-zero defaults; pod-level
+        # hugepages left out too.
+        huge = pod.view.fit_hugepages
         self.requests = [
-            self.cpu if r.name == "cpu" else self.memory if r.name == "memory" else pod.units.get(r.name, 0)
+            self.cpu
+            if r.name == "cpu"
+            else self.memory
+            if r.name == "memory"
+            else huge.get(r.name, 0)
+            if huge is not None and r.name.startswith("hugepages-")
+            else pod.units.get(r.name, 0)
             for r in self.strategy.resources
         ]
         self.dra = dra
@@ -211,6 +219,7 @@ class NodeResourcesFit:
             tuple(sorted(pod.units.items())),
             pod.nonzero,
             view.fit_nonzero,
+            tuple(sorted(view.fit_hugepages.items())) if view.fit_hugepages is not None else None,
             tuple(sorted(view.extended.items())),
             tuple(
                 (c.index, c.name, c.long_lived, c.request_names, tuple(sorted(c.device_counts.items())))
