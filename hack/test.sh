@@ -69,6 +69,16 @@ if [ "$fast_tier" = 1 ] && [ "$serial_only" = 0 ] && [ "$workers" -gt 1 ]; then
   xdist=(-n "$workers" --dist loadfile)
   echo "[test] $workers pytest-xdist workers (the fast tier; DRAXR_TEST_WORKERS=1: one process)" >&2
 fi
+# The whole suite (CI) runs in two parts: the fast tier on pytest-xdist's workers, started in the
+# background as soon as its Go harnesses are built (cold, it runs beside the remaining builds: helm,
+# Kueue, Kubernetes 1.34-1.36), then everything else in one process (one control plane per session).
+# DRAXR_TEST_SPLIT=0 (or one worker, or -s, --pdb, -p no:xdist): the whole suite in one process.
+split=0
+if [ "${#selected[@]}" = 0 ] && [ "$serial_only" = 0 ] && [ "$workers" -gt 1 ] && [ "${DRAXR_TEST_SPLIT:-1}" != 0 ]; then
+  split=1
+  echo "[test] the whole suite in two parts: the fast tier on $workers pytest-xdist workers beside the" \
+    "remaining builds, then the rest in one process (DRAXR_TEST_SPLIT=0: all in one)" >&2
+fi
 # The generated tests' seed (tests/seeds.py: the differentials' cases, the chaos run's faults): a
 # new one every run, CI's too (unset or "random"); a number replays that seed; "fixed" gives each
 # test its fixed default, the reference seed the known deviations are pinned at. Printed here, in
@@ -92,7 +102,13 @@ echo "[test] $seed_line" >&2
 # The 30 slowest tests at the end of every run (CI's log says where the time goes); an argument
 # --durations=N given here wins.
 pytest_args=(--durations=30 "${xdist[@]}" "$@")
+fast_args=()
+if [ "$split" = 1 ]; then
+  fast_args=(--durations=30 -n "$workers" --dist loadfile "$@" tests/unit tests/differential)
+  pytest_args=(--durations=30 "$@" --ignore=tests/unit --ignore=tests/differential)
+fi
 if [ "${DRAXR_TEST_PLAN:-}" = 1 ]; then
+  if [ "$split" = 1 ]; then echo "[test] pytest ${fast_args[*]}" >&2; fi
   echo "[test] pytest ${pytest_args[*]}" >&2
   echo "cp=$needs_cp k8s-1.35=$needs_135 node=$needs_node harnesses=$needs_diff helm=$needs_helm" \
     "promtool=$needs_promtool image=$needs_image kueue=$needs_kueue versions=$needs_versions"
@@ -144,6 +160,12 @@ if [ "$needs_diff" = 1 ]; then
     echo "[test] $harness: $binary" >&2
   done
 fi
+if [ "$split" = 1 ]; then
+  echo "[test] the fast tier starts: pytest ${fast_args[*]}" >&2
+  .venv/bin/python -m pytest "${fast_args[@]}" >"$bg_dir/fast.out" 2>&1 &
+  fast_pid=$!
+  background+=("$fast_pid")
+fi
 if [ "$needs_helm" = 1 ]; then
   # helm (tests/integration/test_helm.py: lint, template equality with kustomize, install).
   DRAXR_HELM=$(bash hack/build-helm.sh | tail -n 1)
@@ -189,13 +211,24 @@ fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e
+fast_rc=0
+if [ "$split" = 1 ]; then
+  wait "$fast_pid"
+  fast_rc=$?
+  echo "[test] the fast tier (unit + differential) ended ($fast_rc); its output:" >&2
+  cat "$bg_dir/fast.out"
+fi
 .venv/bin/python -m pytest "${pytest_args[@]}"
 rc=$?
 set -e
 # The seed again at the end, where a red run's reader looks.
 echo "[test] $seed_line" >&2
-if [ "$rc" -eq 5 ]; then
+if [ "$rc" -eq 5 ] || [ "$fast_rc" -eq 5 ]; then
   echo "[test] pytest collected no tests: that is a failure" >&2
   exit 1
+fi
+if [ "$fast_rc" -ne 0 ]; then
+  echo "[test] the fast tier failed ($fast_rc): see its output above" >&2
+  [ "$rc" -ne 0 ] || rc=$fast_rc
 fi
 exit "$rc"

@@ -15,8 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = ("cp", "k8s-1.35", "node", "harnesses", "helm", "promtool", "image", "kueue", "versions")
 
 
-def _planned(*args: str, seed: str | None = None, workers: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DRAXR_TEST_SEED", "DRAXR_TEST_WORKERS")}
+def _planned(
+    *args: str, seed: str | None = None, workers: str | None = None, split: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DRAXR_TEST_SEED", "DRAXR_TEST_WORKERS", "DRAXR_TEST_SPLIT")
+    }
+    if split is not None:
+        env["DRAXR_TEST_SPLIT"] = split
     if seed is not None:
         env["DRAXR_TEST_SEED"] = seed
     if workers is not None:
@@ -103,11 +109,11 @@ def test_the_seed_is_printed_again_after_pytest() -> None:
         (("tests/unit", "-p", "no:xdist"), "2", False),
         (("tests/unit", "-n", "3"), "2", False),
         (("tests/unit", "tests/integration/test_watch.py"), "2", False),  # a control plane per session
-        ((), "2", False),  # CI: the whole suite
+        ((), "2", False),  # CI: the whole suite (split: its own line, below)
     ],
 )
 def test_the_fast_tier_runs_on_xdist_workers(args: tuple[str, ...], workers: str, parallel: bool) -> None:
-    lines = [line for line in _planned(*args, workers=workers).stderr.splitlines() if "pytest-xdist" in line]
+    lines = [line for line in _planned(*args, workers=workers).stderr.splitlines() if "(the fast tier;" in line]
     assert lines == (
         [f"[test] {workers} pytest-xdist workers (the fast tier; DRAXR_TEST_WORKERS=1: one process)"]
         if parallel
@@ -115,12 +121,29 @@ def test_the_fast_tier_runs_on_xdist_workers(args: tuple[str, ...], workers: str
     )
 
 
+def _pytest_lines(*args: str, workers: str | None = None, split: str | None = None) -> list[str]:
+    out = _planned(*args, workers=workers, split=split).stderr
+    return [line for line in out.splitlines() if line.startswith("[test] pytest")]
+
+
 def test_ci_lists_the_30_slowest_tests() -> None:
-    """CI runs the README's command, and its pytest lists the 30 slowest tests (--durations=30)."""
+    """CI runs the README's command, and its pytest lists the 30 slowest tests (--durations=30):
+    the whole suite in two parts, the fast tier on xdist workers (beside the remaining builds) and
+    the rest in one process, which leaves out exactly the fast tier's directories."""
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("bash hack/test.sh")]
     assert ci == ["bash hack/test.sh"]
-    pytest = [line for line in _planned().stderr.splitlines() if line.startswith("[test] pytest")]
-    assert pytest == ["[test] pytest --durations=30"]
+    assert _pytest_lines(workers="2") == [
+        "[test] pytest --durations=30 -n 2 --dist loadfile tests/unit tests/differential",
+        "[test] pytest --durations=30 --ignore=tests/unit --ignore=tests/differential",
+    ]
+    assert _pytest_lines("-x", workers="2") == [
+        "[test] pytest --durations=30 -n 2 --dist loadfile -x tests/unit tests/differential",
+        "[test] pytest --durations=30 -x --ignore=tests/unit --ignore=tests/differential",
+    ]
+    for one_process in (_pytest_lines(workers="1"), _pytest_lines(workers="2", split="0"), _pytest_lines("-s")):
+        assert len(one_process) == 1, one_process
+        assert "--ignore" not in one_process[0]
+        assert "tests/unit" not in one_process[0]
     fast = [
         line for line in _planned("tests/unit", workers="2").stderr.splitlines() if line.startswith("[test] pytest")
     ]
