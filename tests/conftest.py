@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from draxr.app import Operator
 from draxr.kube import NAMESPACES, Kube
@@ -35,6 +36,11 @@ from .integration import manifests
 from .integration.clusters import service_account_dir
 from .integration.embedded import OperatorThread, fast_settings
 from .integration.helpers import certs_loaded, eventually
+
+# No wall-clock bound on a hypothesis example (its default 200 ms deadline): a test asserts
+# behaviour, never speed, and CI's fast tier runs beside Go builds on two cores.
+settings.register_profile("draxr", deadline=None)
+settings.load_profile("draxr")
 
 
 def pytest_report_header() -> str:
