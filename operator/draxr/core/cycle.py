@@ -22,6 +22,7 @@ from draxr.core.interpod import (
 )
 from draxr.core.labels import Selector
 from draxr.core.limits import MAX_NODE_SCORE
+from draxr.core.plugins import image_locality
 from draxr.core.plugins.node_affinity import node_affinity_matches
 from draxr.core.plugins.node_resources_fit import Fit, strategy_score
 from draxr.core.pod_view import PodView
@@ -29,10 +30,8 @@ from draxr.core.profile import DEFAULT_PROFILE, DefaultConstraint, FitStrategy, 
 from draxr.core.scores import (
     balanced_allocation_score,
     default_normalize,
-    image_locality_score,
     intolerable_prefer_no_schedule,
     node_affinity_score,
-    normalized_image_name,
     prefer_no_schedule_tolerations,
     preferred_terms,
 )
@@ -242,16 +241,13 @@ def score_nodes(
     if not best_effort:
         out["NodeResourcesBalancedAllocation"] = balanced
 
-    # ImageLocality (no normalisation; upstream never skips it): 0 everywhere when no node has the
-    # pod's images.
-    if any(normalized_image_name(i) in state.image_nodes for i in view.images):
-        total_nodes = len(state.nodes)
-        out["ImageLocality"] = {
-            n.name: image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
-            for n in nodes
-        }
-    else:
-        out["ImageLocality"] = dict.fromkeys((n.name for n in nodes), 0)
+    # ImageLocality (no normalisation; upstream never skips it).
+    images = image_locality.column(view.images, nodes, state)
+    out[image_locality.NAME] = (
+        dict.fromkeys((n.name for n in nodes), images)
+        if isinstance(images, int)
+        else {n.name: s for n, s in zip(nodes, images, strict=True)}
+    )
 
     # PodTopologySpread (soft constraints, or the system defaults).
     if cycle.soft_spread:

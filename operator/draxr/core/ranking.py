@@ -15,8 +15,8 @@ from draxr.core.cycle import PodCycle
 from draxr.core.interpod import affinity_node_score, affinity_scores, normalize_affinity
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.node_verdict import NodeVerdict
+from draxr.core.plugins import image_locality
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
-from draxr.core.scores import image_locality_score, normalized_image_name
 from draxr.core.spread import spread_column
 from draxr.core.state import ClusterState, NodeInfo
 
@@ -116,15 +116,7 @@ def _columns(
     if (pod.units.get("cpu", 0), pod.units.get("memory", 0)) != (0, 0):
         columns.append(("NodeResourcesBalancedAllocation", list(map(_balanced, verdicts))))
 
-    if any(normalized_image_name(i) in state.image_nodes for i in view.images):
-        total_nodes = len(state.nodes)
-        column = [
-            image_locality_score(view.images, n.images, state.image_sizes, state.image_nodes, total_nodes)
-            for n in nodes
-        ]
-        columns.append(("ImageLocality", column))
-    else:  # upstream never skips it: 0 everywhere when no node has the pod's images
-        columns.append(("ImageLocality", 0))
+    columns.append((image_locality.NAME, image_locality.column(view.images, nodes, state)))
 
     if cycle.soft_spread:
         labels = list(map(_labels, nodes))

@@ -1,17 +1,18 @@
 """kube-scheduler 1.37.2's default score plugins other than the inter-pod ones (see interpod and
 spread), with its integer arithmetic and normalisation: NodeResourcesFit (LeastAllocated or
 MostAllocated over cpu and memory), NodeResourcesBalancedAllocation, TaintToleration
-(PreferNoSchedule), NodeAffinity (preferred terms) and ImageLocality. Each score is 0..100 per
-node; `WEIGHTS` are the default profile's.
+(PreferNoSchedule) and NodeAffinity (preferred terms); ImageLocality is plugins.image_locality.
+Each score is 0..100 per node; `WEIGHTS` are the default profile's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.gomath import go_div
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_view import Toleration
 
@@ -26,9 +27,6 @@ WEIGHTS = {
     "VolumeBinding": 1,  # scored by draxr.core.volumes.score_nodes
     "DynamicResources": 2,  # scored by plugins.dynamic_resources.prioritized_list_scores
 }
-_MB = 1024 * 1024
-_MIN_IMAGE_THRESHOLD = 23 * _MB
-_MAX_CONTAINER_IMAGE_THRESHOLD = 1000 * _MB
 
 
 def default_normalize(raw: Mapping[str, int], reverse: bool = False) -> dict[str, int]:
@@ -79,13 +77,7 @@ def balanced_allocation_score(allocated: Sequence[int], pod: Sequence[int], allo
     allocated = [a if cap else 0 for a, cap in zip(allocated, allocatable, strict=True)]
     requested = [a + p if cap else 0 for a, p, cap in zip(allocated, pod, allocatable, strict=True)]
     with_pod, without = _balance(requested, allocatable), _balance(allocated, allocatable)
-    return MAX_NODE_SCORE // 2 + _go_div(MAX_NODE_SCORE // 2 + with_pod - without, 2)
-
-
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division truncates toward zero."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
+    return MAX_NODE_SCORE // 2 + go_div(MAX_NODE_SCORE // 2 + with_pod - without, 2)
 
 
 # ---- TaintToleration and NodeAffinity ----------------------------------------------------------
@@ -124,35 +116,3 @@ def node_affinity_score(terms: Sequence[tuple[int, Mapping[str, Any]]], node: Ma
         except NodeSelectorError:
             continue
     return total
-
-
-# ---- ImageLocality ------------------------------------------------------------------------------
-
-
-def normalized_image_name(name: str) -> str:
-    if name.rfind(":") <= name.rfind("/"):
-        return name + ":latest"
-    return name
-
-
-def image_locality_score(
-    images: Sequence[str],
-    node_images: Collection[str],
-    sizes: Mapping[str, int],
-    nodes_with: Mapping[str, int],
-    total_nodes: int,
-) -> int:
-    """``images``: the pod's init and regular containers' images (and image volumes), in order;
-    ``node_images``: the names this node has; ``sizes``: name -> size as the cluster knows it;
-    ``nodes_with``: name -> how many nodes have it."""
-    total = 0
-    for image in images:
-        name = normalized_image_name(image)
-        if name in node_images:
-            total += int(sizes.get(name, 0) * (nodes_with.get(name, 0) / total_nodes))
-    max_threshold = _MAX_CONTAINER_IMAGE_THRESHOLD * len(images)
-    if total < _MIN_IMAGE_THRESHOLD:
-        total = _MIN_IMAGE_THRESHOLD
-    elif total > max_threshold:
-        total = max_threshold
-    return _go_div(MAX_NODE_SCORE * (total - _MIN_IMAGE_THRESHOLD), max_threshold - _MIN_IMAGE_THRESHOLD)

@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
+from draxr.core.gomath import go_div
 from draxr.core.labels import Selector
 from draxr.core.quantity import value
 from draxr.core.status import Code, Status
@@ -710,19 +711,14 @@ def _shape_score(utilization: int) -> int:
             if i == 0:
                 return s
             pu, ps = shape[i - 1]
-            return ps + _go_div((s - ps) * (utilization - pu), u - pu)
+            return ps + go_div((s - ps) * (utilization - pu), u - pu)
     return shape[-1][1]
-
-
-def _go_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
 
 
 def _class_score(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return _shape_score(_MAX_UTILIZATION)
-    return _shape_score(_go_div(requested * _MAX_UTILIZATION, capacity))
+    return _shape_score(go_div(requested * _MAX_UTILIZATION, capacity))
 
 
 def decision_score(decision: VolumeDecision | None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from draxr.core.allocator.model import CapacityInfo
+from draxr.core.gomath import go_div, go_rem
 from draxr.core.limits import INT64_MAX, INT64_MIN
 from draxr.core.quantity import Quantity
 
@@ -18,15 +19,6 @@ __all__ = ["CapacityError", "consumed_capacity", "fits"]
 
 class CapacityError(ValueError):
     """A request that cannot be represented, or a negative amount: fatal for the pod upstream."""
-
-
-def _go_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _go_rem(a: int, b: int) -> int:
-    return a - b * _go_div(a, b)
 
 
 def _safe_milli(q: Quantity) -> int | None:
@@ -63,10 +55,10 @@ def _round_up_range(requested: Quantity, c: CapacityInfo, fractional: bool) -> Q
             raise CapacityError(f"request {requested} is not a representable milli value")
         step_milli, min_milli = step.milli_value(), c.range_min.milli_value()
         added = req_milli - min_milli
-        n = _go_div(added, step_milli)
-        if _go_rem(added, step_milli) != 0:
+        n = go_div(added, step_milli)
+        if go_rem(added, step_milli) != 0:
             n += 1
-        if n > _go_div(INT64_MAX - min_milli, step_milli):
+        if n > go_div(INT64_MAX - min_milli, step_milli):
             raise CapacityError(f"rounding request {requested} up to the next step passes the milli-value range")
         val = min_milli + step_milli * n
         if val % 1000 == 0:
@@ -79,10 +71,10 @@ def _round_up_range(requested: Quantity, c: CapacityInfo, fractional: bool) -> Q
         # Go would panic (integer division by zero); API validation forbids a zero step.
         raise CapacityError(f"step {step} of the capacity's validRange is zero")
     added = req_int - min_int
-    n = _go_div(added, step_int)
-    if _go_rem(added, step_int) != 0:
+    n = go_div(added, step_int)
+    if go_rem(added, step_int) != 0:
         n += 1
-    if min_int >= 0 and n > _go_div(INT64_MAX - min_int, step_int):
+    if min_int >= 0 and n > go_div(INT64_MAX - min_int, step_int):
         raise CapacityError(f"rounding request {requested} up to the next step passes MaxInt64")
     return Quantity.from_int(min_int + step_int * n, step.fmt)
 
@@ -123,7 +115,7 @@ def _violates_policy(consumed: Quantity, c: CapacityInfo, fractional: bool) -> b
                 low = c.range_min.int_value() if c.range_min else 0
             if step == 0:
                 raise CapacityError(f"step {c.range_step} of the capacity's validRange is zero")
-            if _go_rem(requested - low, step) != 0:
+            if go_rem(requested - low, step) != 0:
                 return True
         return False
     if c.valid_values:

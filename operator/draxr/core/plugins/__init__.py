@@ -18,7 +18,7 @@ PodTopologySpread       core.spread                 the placed pods' labels, nod
 InterPodAffinity        core.interpod               the placed pods' labels and terms
 DynamicResources        plugins.dynamic_resources   claims, slices, classes, allocations
 BalancedAllocation      plugins.balanced_allocation the node's pods' requests
-ImageLocality           core.scores                 which nodes hold the pod's images
+ImageLocality           plugins.image_locality      which nodes hold the pod's images
 ======================  ==========================  =======================================
 
 ``NODE_LOCAL``: the plugins that read only the node's own inputs. Their results on a node are
