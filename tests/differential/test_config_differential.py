@@ -28,7 +28,7 @@ frameworkruntime.NewFramework per profile, as scheduler.New).
 * **It can fail**: the same cases without their configurations on draxr's side (kube-scheduler's
   default profile) must mismatch upstream's configured results in many cases.
 
-Knobs: DRAXR_CONFIG_DIFF_SEED (default 1; it does not follow DRAXR_TEST_SEED yet, see SEED),
+Knobs: DRAXR_CONFIG_DIFF_SEED (else the run's DRAXR_TEST_SEED, else 1: tests/seeds.py),
 DRAXR_CONFIG_DIFF_SCALE (default 1).
 """
 
@@ -49,16 +49,12 @@ from draxr_dev.scheduling import harness as go_harness
 from draxr_dev.scheduling.casegen import generate
 from draxr_dev.scheduling.casegen_config import MISTAKES, configs, with_configs
 from draxr_dev.scheduling.casegen_preemption import generate_preemption_cases
+from tests import seeds
 from tests.differential import compare_preemption
 from tests.differential.compare_scheduling import compare, format_mismatch, run_python, two_phase_scoring
 from tests.differential.test_preemption_differential import classify as preemption_deviation
 
-# A fixed seed until an open mismatch is fixed: at DRAXR_TEST_SEED=546992 (2026-12-07) case
-# large-00002 scores NodeResourcesFit (RequestedToCapacityRatio over hugepages-2Mi, cpu,
-# example.com/health, example.com/gpu) differently from upstream on 3 nodes, for a pod with
-# pod-level requests of cpu and hugepages-2Mi (upstream 30 on each; draxr 39, 21, 39). Replay:
-# DRAXR_CONFIG_DIFF_SEED=546992 .venv/bin/python -m pytest tests/differential/test_config_differential.py
-SEED = int(os.environ.get("DRAXR_CONFIG_DIFF_SEED") or 1)
+SEED = seeds.seed("DRAXR_CONFIG_DIFF_SEED", 1)
 SCALE = float(os.environ.get("DRAXR_CONFIG_DIFF_SCALE", "1"))
 VALID, INVALID = (max(1, round(n * SCALE)) for n in (200, 190))
 CASE_COUNTS = tuple(max(1, round(n * SCALE)) for n in (300, 60, 150, 100, 16))  # plain, volume, claim, mixed, large
