@@ -115,7 +115,7 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[st
     assert generate(SEED, COUNT, VOLUME_COUNT, CLAIM_COUNT, MIXED_COUNT, LARGE_COUNT) == cases, (
         "the case generator is not deterministic"
     )
-    assert len(cases) == COUNT + VOLUME_COUNT + CLAIM_COUNT + MIXED_COUNT + LARGE_COUNT
+    assert len(cases) == COUNT + VOLUME_COUNT + CLAIM_COUNT + MIXED_COUNT + LARGE_COUNT + 1  # + large-cut-off
     if SCALE >= 1:
         assert len(cases) >= 2000
     assert len({c["name"] for c in cases}) == len(cases), "case names are not unique"
@@ -142,7 +142,7 @@ def test_generator_is_deterministic_and_covers_every_feature(cases: list[dict[st
     thin = {t: mixed_tally.get(t, 0) for t in MIXED_TAGS if mixed_tally.get(t, 0) < MIN_CASES_PER_TAG}
     assert not thin, f"mixed features with fewer than {MIN_CASES_PER_TAG} cases: {thin}\n{format_tally(mixed_tally)}"
     large_cases = [c for c in cases if c["family"] == "large"]
-    assert len(large_cases) == LARGE_COUNT
+    assert len(large_cases) == LARGE_COUNT + 1  # casegen_mixed.generate_cut_off_case too
     assert all(100 <= len(c["nodes"]) <= 500 and c.get("partialScoring") for c in large_cases)
     large_tally = feature_tally(large_cases)
     thin = {t: large_tally.get(t, 0) for t in LARGE_TAGS if large_tally.get(t, 0) < MIN_LARGE_PER_TAG}
@@ -214,6 +214,7 @@ def test_harness_accepts_every_case_and_outcomes_vary(
         if by_name[r["name"]].get("partialScoring") and len(r["partial"]["filter"]) < len(r["filter"])
     ]
     assert len(cut_off) >= MIN_CUT_OFF, f"the search is cut off in only {cut_off}"
+    assert "large-cut-off" in cut_off  # the case made for it (the drawn ones: none at some seeds)
     # The FailedScheduling message of every case without a feasible node (compared with draxr's):
     # FitError's summary, or the error of a Filter that failed (the attempt fails with it).
     messages = [r.get("message", "") for r in go_results if not any(s is None for s in r["filter"].values())]

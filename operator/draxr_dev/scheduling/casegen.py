@@ -902,7 +902,8 @@ def generate(
 ) -> list[JSON]:
     """`count` cases, then `volume_count` volume cases (casegen_volumes), then `claim_count` claim
     cases (casegen_claims), then `mixed_count` mixed and `large_count` large cases
-    (casegen_mixed); the same for the same seed."""
+    (casegen_mixed), with the large ones one whose search is cut off at any seed; the same for
+    the same seed."""
     cases = [generate_case(seed, i) for i in range(count)]
     if volume_count:
         from draxr_dev.scheduling.casegen_volumes import generate_volume_case
@@ -913,10 +914,12 @@ def generate(
 
         cases += [generate_claim_case(seed, i) for i in range(claim_count)]
     if mixed_count or large_count:
-        from draxr_dev.scheduling.casegen_mixed import generate_large_case, generate_mixed_case
+        from draxr_dev.scheduling.casegen_mixed import generate_cut_off_case, generate_large_case, generate_mixed_case
 
         cases += [generate_mixed_case(seed, i) for i in range(mixed_count)]
         cases += [generate_large_case(seed, i) for i in range(large_count)]
+        if large_count:
+            cases.append(generate_cut_off_case(seed))
     return cases
 
 

@@ -567,3 +567,45 @@ def generate_large_case(seed: int, index: int) -> JSON:
     g.tag("namespaces:labels")
     case["tags"] = sorted(g.tags | cg.scan_tags(case))
     return case
+
+
+def generate_cut_off_case(seed: int) -> JSON:
+    """A large case whose pod fits nearly every node, so that kube-scheduler's search stops at
+    numFeasibleNodesToFind, before the last node (the generated large cases do in one or two of
+    16 at most seeds, and in none at some: seed 639494). Its nodes have no taints and none is
+    cordoned; the pod asks for little, with a label no placed pod's terms select."""
+    r = random.Random(f"{seed}/large-cut-off")
+    g = cg.Gen(r, "mixed")
+    g.family = "large"
+    g.p.update(_LARGE_P)
+    count = r.choice((200, 260, 300))
+    nodes = [cg.make_node(g, i) for i in range(count)]
+    for n in nodes:
+        n["spec"].pop("taints", None)
+        n["spec"].pop("unschedulable", None)
+        node_resources(g, n)
+    pods = [cg.make_existing_pod(g, i, nodes) for i in range(r.randint(count // 4, count // 2))]
+    for i, p in enumerate(pods):
+        p["metadata"]["uid"] = f"uid-existing-{i}"
+    requests = {"cpu": "100m", "memory": "64Mi"}
+    pod: JSON = {
+        "metadata": {"name": "incoming", "namespace": "default", "uid": cc.POD_UID, "labels": {"app": "cut-off"}},
+        "spec": {
+            "containers": [{"name": "main", "image": "registry.example.com/app:0", "resources": {"requests": requests}}]
+        },
+        "status": {"phase": "Pending"},
+    }
+    case: JSON = {
+        "name": "large-cut-off",
+        "family": "large",
+        "tags": [],
+        "nodes": nodes,
+        "pods": pods,
+        "namespaces": cg.make_namespaces(),
+        **cg.make_controllers(g, pod),
+        "pod": pod,
+        "partialScoring": True,
+    }
+    g.tag("large:cut-off")
+    case["tags"] = sorted(g.tags | cg.scan_tags(case))
+    return case
