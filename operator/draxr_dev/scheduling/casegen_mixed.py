@@ -520,6 +520,22 @@ def generate_mixed_case(seed: int, index: int) -> JSON:
     return case
 
 
+def _large_case(name: str, g: cg.Gen, nodes: list[JSON], pods: list[JSON], pod: JSON) -> JSON:
+    """A large case's objects (the caller adds claims and tags); partial scoring, as upstream's
+    search stops once it has enough feasible nodes."""
+    return {
+        "name": name,
+        "family": "large",
+        "tags": [],
+        "nodes": nodes,
+        "pods": pods,
+        "namespaces": cg.make_namespaces(),
+        **cg.make_controllers(g, pod),
+        "pod": pod,
+        "partialScoring": True,
+    }
+
+
 def generate_large_case(seed: int, index: int) -> JSON:
     r = random.Random(f"{seed}/large/{index}")
     g = cg.Gen(r, "mixed")
@@ -540,17 +556,7 @@ def generate_large_case(seed: int, index: int) -> JSON:
     pod["metadata"]["name"] = "incoming"
     pod["metadata"]["uid"] = cc.POD_UID
     pod_resources(g, pod, incoming=True)
-    case: JSON = {
-        "name": f"large-{index:05d}",
-        "family": "large",
-        "tags": [],
-        "nodes": nodes,
-        "pods": pods,
-        "namespaces": cg.make_namespaces(),
-        **cg.make_controllers(g, pod),
-        "pod": pod,
-        "partialScoring": True,
-    }
+    case = _large_case(f"large-{index:05d}", g, nodes, pods, pod)
     if r.random() < 0.4:
         w = cc._World(g, nodes)
         w.make_classes()
@@ -595,17 +601,7 @@ def generate_cut_off_case(seed: int) -> JSON:
         },
         "status": {"phase": "Pending"},
     }
-    case: JSON = {
-        "name": "large-cut-off",
-        "family": "large",
-        "tags": [],
-        "nodes": nodes,
-        "pods": pods,
-        "namespaces": cg.make_namespaces(),
-        **cg.make_controllers(g, pod),
-        "pod": pod,
-        "partialScoring": True,
-    }
+    case = _large_case("large-cut-off", g, nodes, pods, pod)
     g.tag("large:cut-off")
     case["tags"] = sorted(g.tags | cg.scan_tags(case))
     return case
