@@ -70,13 +70,20 @@ class Preemptor:
             self.running.discard(pod.uid)
             evicted()
         preempted = []
+        failed: set[str] = set()
         for victim, result in zip(victims, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
                 self.state.mark_preempted((victim.uid,), preempted=False)
+                failed.add(victim.uid)
             elif result:
                 log.info("pod preempted", preemptor=pod.key, victim=victim.key, node=chosen.node)
                 preempted.append(victim)
+        if failed and pod.uid in self.releasing:
+            # A victim left running frees nothing: waiting for its claims blocked every later
+            # attempt (upstream's preemption fails with it, and the next attempt may preempt again).
+            kept = [v for v in chosen.victims if v.uid not in failed]
+            self.releasing[pod.uid] = releasing_of(kept, self.state)
         note = f"Preempted by pod {pod.uid} on node {chosen.node}"
         await asyncio.gather(
             *(self.recorder.pod_event(v, reason="Preempted", action="Preempting", note=note) for v in preempted)

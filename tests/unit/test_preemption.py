@@ -639,3 +639,39 @@ def test_a_lower_preemptor_that_loses_its_nomination_loses_its_hold() -> None:
     asyncio.run(sched.preemptor.actuate(top, chosen))
     assert s.pods[info.uid].nominated == ""
     assert not s.tracker.is_assumed(held_claim_key(info.uid))
+
+
+def test_a_victim_whose_delete_failed_is_not_waited_for() -> None:
+    """Two victims, one delete fails (an API error): the preemptor waits for the deleted one's
+    claims only. Waiting for the running one's blocked every later attempt ("not eligible due to
+    claims of preempted pods not yet deallocated"; the chaos run at seed 701939, 51 s)."""
+    from draxr.scheduler import Scheduler
+    from draxr.settings import Settings
+
+    s = cluster({"g": 2})
+    for name, dev in (("a", "gpu-0"), ("b", "gpu-1")):
+        s.upsert_pod(running(name, "g", gpus=1, claim_name=f"c-{name}", rv="2"))
+        s.upsert_claim(special_claim(f"c-{name}", name, f"uid-{name}", alloc=allocation("g", dev), rv="1"))
+    hi = s.upsert_pod(pod("hi", gpus=2, priority=100, rv="1"))
+    sched = Scheduler(None, s, Settings(scheduler_name="draxr"), None)  # type: ignore[arg-type]
+    victims = (s.pods["uid-a"], s.pods["uid-b"])
+    chosen = Candidate(node="g", victims=victims, pdb_violations=0)
+    sched.preemptor.chose(hi, chosen)
+    assert sched.preemptor.releasing[hi.uid].victims == {"uid-a", "uid-b"}
+
+    async def _delete(_: PodInfo, victim: PodInfo) -> bool:
+        if victim.uid == "uid-a":
+            raise RuntimeError("500")
+        return True
+
+    class _Quiet:
+        async def pod_event(self, *_: Any, **__: Any) -> None:
+            return None
+
+    sched.preemptor._delete = _delete  # type: ignore[method-assign]
+    sched.preemptor.recorder = _Quiet()
+    asyncio.run(sched.preemptor.actuate(hi, chosen))
+    assert sched.preemptor.releasing[hi.uid].victims == {"uid-b"}
+    assert sched.preemptor.releasing[hi.uid].pending(s)  # b's claim is still allocated
+    s.upsert_claim(special_claim("c-b", "b", "uid-b", rv="3"))  # b's claim released
+    assert not sched.preemptor.releasing[hi.uid].pending(s)  # a's, still allocated, is not waited for
