@@ -166,18 +166,25 @@ if [ "$split" = 1 ]; then
   fast_pid=$!
   background+=("$fast_pid")
 fi
-if [ "$needs_helm" = 1 ]; then
-  # helm (tests/integration/test_helm.py: lint, template equality with kustomize, install).
-  DRAXR_HELM=$(bash hack/build-helm.sh | tail -n 1)
-  export DRAXR_HELM
-  echo "[test] helm: $DRAXR_HELM" >&2
-fi
-# Kueue (tests/integration/test_kueue.py: its manager, CRDs and webhook configurations, from the Go
-# module proxy).
-if [ "$needs_kueue" = 1 ]; then
-  DRAXR_KUEUE_DIR=$(bash hack/build-kueue.sh | tail -n 1)
-  export DRAXR_KUEUE_DIR
-  echo "[test] kueue: $DRAXR_KUEUE_DIR" >&2
+# The builds only the suite's last modules need (helm, Kueue, Kubernetes 1.34-1.36): one background
+# chain at the lowest CPU priority (hack/build-late.sh), beside the fast tier and pytest; tests/
+# conftest.py runs those modules last and waits for the chain (DRAXR_LATE_BUILDS_DONE) before them.
+# Cold, the builds overlap the tests instead of coming before them.
+late=()
+if [ "$needs_helm" = 1 ]; then late+=(helm); fi  # tests/integration/test_helm.py, test_docs.py
+if [ "$needs_kueue" = 1 ]; then late+=(kueue); fi  # tests/integration/test_kueue.py
+# Kubernetes 1.35: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
+if [ "$needs_135" = 1 ]; then late+=(k8s-1.35); fi
+# The version matrix (tests/integration/test_versions.py, docs/reference/versions.md).
+if [ "$needs_versions" = 1 ]; then late+=(versions); fi
+late_pid=""
+if [ "${#late[@]}" -gt 0 ]; then
+  DRAXR_LATE_BUILDS_DONE="$bg_dir/late.done"
+  export DRAXR_LATE_BUILDS_DONE
+  echo "[test] building in the background (nice 19): ${late[*]}" >&2
+  DONE="$DRAXR_LATE_BUILDS_DONE" nice -n 19 bash hack/build-late.sh "${late[@]}" 2>"$bg_dir/late.err" &
+  late_pid=$!
+  background+=("$late_pid")
 fi
 if [ "$needs_promtool" = 1 ]; then
   # promtool (tests/monitoring: `promtool test rules` for every alert, `promtool check rules` for
@@ -195,19 +202,6 @@ if [ "$needs_image" = 1 ]; then
   export DRAXR_IMAGE_ARCHIVE
   echo "[test] image: $DRAXR_IMAGE_ARCHIVE" >&2
 fi
-if [ "$needs_135" = 1 ]; then
-  # Kubernetes 1.35 as well: adoption mode's tests need a kube-scheduler without DRAExtendedResource.
-  K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
-fi
-# The version matrix (tests/integration/test_versions.py, docs/reference/versions.md): Kubernetes 1.34
-# and 1.36 as well, each with only the binaries its cluster runs (1.35 whole, as above; 1.37 is the
-# default).
-if [ "$needs_versions" = 1 ]; then
-  K8S_VERSION=v1.34.4 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler" \
-    bash hack/build-control-plane.sh >/dev/null
-  K8S_VERSION=v1.35.4 bash hack/build-control-plane.sh >/dev/null
-  K8S_VERSION=v1.36.3 K8S_BINARIES="kube-apiserver kube-controller-manager" bash hack/build-control-plane.sh >/dev/null
-fi
 .venv/bin/ruff check operator tests bench hack
 .venv/bin/mypy
 set +e
@@ -220,6 +214,13 @@ if [ "$split" = 1 ]; then
 fi
 .venv/bin/python -m pytest "${pytest_args[@]}"
 rc=$?
+if [ -n "$late_pid" ]; then
+  wait "$late_pid"
+  late_rc=$?
+  echo "[test] the background builds ended ($late_rc); their log:" >&2
+  cat "$bg_dir/late.err" >&2
+  if [ "$late_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then rc=1; fi
+fi
 set -e
 # The seed again at the end, where a red run's reader looks.
 echo "[test] $seed_line" >&2

@@ -31,7 +31,7 @@ from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.binaries import ensure_binaries
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
-from . import seeds
+from . import late_builds, seeds
 from .integration import manifests
 from .integration.clusters import service_account_dir
 from .integration.embedded import OperatorThread, fast_settings
@@ -41,6 +41,25 @@ from .integration.helpers import certs_loaded, eventually
 # behaviour, never speed, and CI's fast tier runs beside Go builds on two cores.
 settings.register_profile("draxr", deadline=None)
 settings.load_profile("draxr")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules whose binaries hack/test.sh builds in the background run last (tests/late_builds.py)."""
+    items[:] = [items[i] for i in late_builds.order([Path(str(item.fspath)) for item in items])]
+
+
+_late_waited = False
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The first late module's first test waits for the background builds before its timeout starts
+    (this wrapper is outside pytest-timeout's)."""
+    global _late_waited
+    if not _late_waited and late_builds.rank(Path(str(item.fspath))) is not None:
+        _late_waited = True
+        late_builds.wait_until_built()
+    yield
 
 
 def pytest_report_header() -> str:

@@ -499,9 +499,10 @@ async def _said(site: Site, message: str) -> bool:
 
 
 def test_hack_test_sh_builds_each_version_the_matrix_runs() -> None:
-    """hack/test.sh builds every version of the matrix before pytest starts (a cold build inside a
-    test would outlast its timeout), with exactly the binaries its cluster runs (no more to build)."""
-    script = (Path(__file__).resolve().parents[2] / "hack" / "test.sh").read_text()
+    """hack/test.sh builds every version of the matrix (hack/build-late.sh, in the background; this
+    module waits for it outside its tests' timeouts: a cold build inside a test would outlast one),
+    with exactly the binaries its cluster runs (no more to build)."""
+    script = (Path(__file__).resolve().parents[2] / "hack" / "build-late.sh").read_text()
     built: dict[str, set[tuple[str, ...]]] = {}
     for m in re.finditer(r'K8S_VERSION=(v[0-9.]+)(?: K8S_BINARIES="([^"]*)")?', script):
         built.setdefault(m.group(1), set()).add(tuple(m.group(2).split()) if m.group(2) else KUBERNETES_BINARIES)

@@ -80,11 +80,17 @@ def built(name: str, variable: str, script: Path) -> Path:
     preset = os.environ.get(variable)
     if preset:
         return Path(preset)
+    if script in _built:  # the script's answer holds for the process (hack/test.sh builds helm and
+        return _built[script]  # Kueue in the background, so their variables are unset)
     print(f"[draxr] ensuring {name} via {script}", file=sys.__stderr__, flush=True)
     proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=sys.__stderr__, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"building {name} failed (exit {proc.returncode}); see the log above")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    _built[script] = Path(proc.stdout.strip().splitlines()[-1])
+    return _built[script]
+
+
+_built: dict[Path, Path] = {}
 
 
 def _ensure_tool(name: str, variable: str, script: Path) -> Path:
