@@ -4,8 +4,9 @@
 # (test_kueue), Kubernetes 1.35 (test_adoption, and the version matrix), 1.34 and 1.36 (the version
 # matrix, test_versions). hack/test.sh starts it in the background at the lowest CPU priority while
 # pytest runs beside it. Each build returns at once when cached.
-# Usage: build-late.sh WHAT... (helm, kueue, k8s-1.35, versions); DONE=FILE: the exit status is
-# written into FILE at the end (the tests' signal that every build has ended).
+# Usage: build-late.sh WHAT... (helm, kueue, k8s-1.35, versions); DONE=FILE: each WHAT's status is
+# written into FILE.WHAT when it ends, and the chain's into FILE at the end (the tests' signal that
+# the builds they need have ended: tests/late_builds.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
@@ -34,6 +35,7 @@ for what in "$@"; do
         bash hack/build-control-plane.sh ;;
     *) echo "[build-late] unknown build $what" >&2; rc=1 ;;
   esac
+  if [ -n "${DONE:-}" ]; then echo "$rc" > "$DONE.$what"; fi
 done
 if [ -n "${DONE:-}" ]; then echo "$rc" > "$DONE"; fi
 exit "$rc"

@@ -48,17 +48,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [items[i] for i in late_builds.order([Path(str(item.fspath)) for item in items])]
 
 
-_late_waited = False
+_late_waited: set[str] = set()
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """The first late module's first test waits for the background builds before its timeout starts
-    (this wrapper is outside pytest-timeout's)."""
-    global _late_waited
-    if not _late_waited and late_builds.rank(Path(str(item.fspath))) is not None:
-        _late_waited = True
-        late_builds.wait_until_built()
+    """Each late module's first test waits for the background build it needs before its timeout
+    starts (this wrapper is outside pytest-timeout's)."""
+    path = Path(str(item.fspath))
+    if path.name not in _late_waited and late_builds.rank(path) is not None:
+        _late_waited.add(path.name)
+        late_builds.wait_until_built(path.name)
     yield
 
 

@@ -1,10 +1,11 @@
 """The test modules whose binaries hack/test.sh builds last, in the background (hack/build-late.sh:
 helm, Kueue, Kubernetes 1.35, 1.34 and 1.36), while the rest of the suite runs beside the build.
 
-They run after every other module except the real-node tests (whose session-wide node would
-join the session cluster those modules share), in the order the script builds what they need. The
-first of them waits, outside its own timeout, until the background builds have ended
-(``DRAXR_LATE_BUILDS_DONE`` names the file the script writes its exit status into). Without the
+They run after every other module, in the order the script builds what they need: before the
+real-node tests (whose session-wide node would join the session cluster those modules share),
+except the version matrix, which runs on clusters of its own and goes last. Each one's first test
+waits, outside its own timeout, until the build it needs has ended (``DRAXR_LATE_BUILDS_DONE``
+names the file the script writes its statuses next to). Without the
 variable (pytest run directly, or a selection) nothing waits: a test that needs a build still in
 progress waits for its build lock, and a cold cache is built on first use.
 """
@@ -20,8 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 INTEGRATION = ROOT / "tests" / "integration"
 REALNODE = ROOT / "tests" / "realnode"
-# In the order hack/build-late.sh builds what they need.
-MODULES = ("test_helm.py", "test_docs.py", "test_kueue.py", "test_adoption.py", "test_versions.py")
+# Each late module and the hack/build-late.sh build it waits for, in the order they run: those
+# before the real-node tests, then those after them (the version matrix, on clusters of its own,
+# overlaps the real node's tests with the builds of Kubernetes 1.34 and 1.36).
+BEFORE_REAL_NODE = (("test_helm.py", "helm"), ("test_docs.py", "helm"), ("test_kueue.py", "kueue"))
+BEFORE_REAL_NODE += (("test_adoption.py", "k8s-1.35"),)
+AFTER_REAL_NODE = (("test_versions.py", "versions"),)
+MODULES = tuple(name for name, _ in (*BEFORE_REAL_NODE, *AFTER_REAL_NODE))
+NEEDS = dict((*BEFORE_REAL_NODE, *AFTER_REAL_NODE))
 DONE_VARIABLE = "DRAXR_LATE_BUILDS_DONE"
 
 
@@ -34,22 +41,27 @@ def rank(path: Path) -> int | None:
 
 def order(paths: Sequence[Path]) -> list[int]:
     """A permutation of the items (given by their files) that moves the late modules' items, each
-    module's own order kept, to just before the first real-node item (else to the end)."""
+    module's own order kept: those of BEFORE_REAL_NODE to just before the first real-node item
+    (else to the end), those of AFTER_REAL_NODE to the end."""
     late = sorted((i for i, p in enumerate(paths) if rank(p) is not None), key=lambda i: rank(paths[i]))
+    before = [i for i in late if paths[i].name not in dict(AFTER_REAL_NODE)]
+    after = [i for i in late if paths[i].name in dict(AFTER_REAL_NODE)]
     rest = [i for i, p in enumerate(paths) if rank(p) is None]
     at = next((n for n, i in enumerate(rest) if REALNODE in paths[i].parents), len(rest))
-    return rest[:at] + late + rest[at:]
+    return rest[:at] + before + rest[at:] + after
 
 
-def wait_until_built(poll: float = 2.0) -> None:
-    """Blocks until hack/build-late.sh has written its exit status (when hack/test.sh started it)."""
+def wait_until_built(module: str, poll: float = 2.0) -> None:
+    """Blocks until hack/build-late.sh has ended the build ``module`` needs, or the whole chain
+    (a build the run did not ask for has no status of its own), when hack/test.sh started it."""
     done = os.environ.get(DONE_VARIABLE)
-    if not done:
+    if not done or module not in NEEDS:
         return
-    marker = Path(done)
-    if not marker.exists():
-        print(f"\n[draxr] waiting for the background builds ({marker})", file=sys.__stderr__, flush=True)
-        started = time.monotonic()
-        while not marker.exists():
-            time.sleep(poll)
-        print(f"[draxr] background builds ended after {time.monotonic() - started:.0f}s", file=sys.__stderr__)
+    chain, step = Path(done), Path(f"{done}.{NEEDS[module]}")
+    if step.exists() or chain.exists():
+        return
+    print(f"\n[draxr] {module} waits for the background build of {NEEDS[module]}", file=sys.__stderr__, flush=True)
+    started = time.monotonic()
+    while not (step.exists() or chain.exists()):
+        time.sleep(poll)
+    print(f"[draxr] ... built after {time.monotonic() - started:.0f}s", file=sys.__stderr__, flush=True)

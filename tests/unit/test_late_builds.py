@@ -24,13 +24,14 @@ def _paths(*names: str) -> list[Path]:
     return [ROOT / "tests" / name for name in names]
 
 
-def test_late_modules_move_before_the_real_node_in_the_scripts_order() -> None:
+def test_late_modules_move_around_the_real_node_in_the_scripts_order() -> None:
     paths = _paths(
         "image/test_image.py",
         "integration/test_adoption.py",
         "integration/test_adoption.py",
         "integration/test_chaos.py",
         "integration/test_helm.py",
+        "integration/test_versions.py",
         "integration/test_watch.py",
         "monitoring/test_promtool.py",
         "realnode/test_migration.py",
@@ -47,11 +48,12 @@ def test_late_modules_move_before_the_real_node_in_the_scripts_order() -> None:
         "integration/test_adoption.py",
         "realnode/test_migration.py",
         "realnode/test_migration.py",
+        "integration/test_versions.py",
     ]
 
 
 def test_the_order_is_a_permutation_that_keeps_each_modules_own_order() -> None:
-    paths = _paths("integration/test_versions.py", "unit/test_a.py", "integration/test_versions.py")
+    paths = _paths("integration/test_kueue.py", "unit/test_a.py", "integration/test_kueue.py")
     permutation = late_builds.order(paths)
     assert sorted(permutation) == [0, 1, 2]
     assert permutation == [1, 0, 2]  # no real-node item: the late ones go last, their order kept
@@ -104,24 +106,58 @@ def test_an_unknown_build_fails_and_still_writes_its_status(tmp_path: Path) -> N
     assert done.read_text().strip() == "1"
 
 
-def test_the_wait_ends_when_the_script_writes_its_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    done = tmp_path / "late.done"
-    monkeypatch.setenv(late_builds.DONE_VARIABLE, str(done))
+def _waiter(module: str) -> tuple[threading.Thread, threading.Event]:
     ended = threading.Event()
 
     def waiting() -> None:
-        late_builds.wait_until_built(poll=0.01)
+        late_builds.wait_until_built(module, poll=0.01)
         ended.set()
 
     waiter = threading.Thread(target=waiting, daemon=True)
     waiter.start()
+    return waiter, ended
+
+
+def test_a_module_waits_for_its_own_build_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_helm.py goes on once helm is built; test_versions.py waits for the Kubernetes versions,
+    and goes on when the chain ends (a build it did not ask for never gets a status of its own)."""
+    done = tmp_path / "late.done"
+    monkeypatch.setenv(late_builds.DONE_VARIABLE, str(done))
+    helm, helm_ended = _waiter("test_helm.py")
+    versions, versions_ended = _waiter("test_versions.py")
     time.sleep(0.2)
-    assert not ended.is_set()  # nothing written yet: still waiting
-    done.write_text("0\n")
-    waiter.join(timeout=10)
-    assert ended.is_set()
+    assert not helm_ended.is_set()  # nothing written yet: still waiting
+    (tmp_path / "late.done.helm").write_text("0\n")
+    helm.join(timeout=10)
+    assert helm_ended.is_set()
+    time.sleep(0.2)
+    assert not versions_ended.is_set()
+    done.write_text("0\n")  # the chain's end
+    versions.join(timeout=10)
+    assert versions_ended.is_set()
+
+
+def test_the_script_writes_each_builds_status_and_the_chains(tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "build-late.sh"), "nothing-of-the-kind"],
+        env={**os.environ, "DONE": str(done)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (tmp_path / "done.nothing-of-the-kind").read_text().strip() == "1"
+    assert done.read_text().strip() == "1"
+    assert out.returncode == 1
 
 
 def test_without_the_variable_nothing_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(late_builds.DONE_VARIABLE, raising=False)
-    late_builds.wait_until_built(poll=3600)  # would block for an hour if it waited
+    late_builds.wait_until_built("test_versions.py", poll=3600)  # would block for an hour if it waited
+
+
+def test_every_late_module_names_a_build_the_script_makes() -> None:
+    script = (ROOT / "hack" / "build-late.sh").read_text()
+    made = set(re.findall(r"^\s+([a-z0-9.-]+)\)", script, re.M))
+    assert set(late_builds.NEEDS.values()) <= made
