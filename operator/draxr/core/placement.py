@@ -275,7 +275,20 @@ def schedule(
     default); ``scoring`` replaces its NodeResourcesFit strategy type (tests and benchmarks);
     ``percentage_of_nodes``: percentageOfNodesToScore (the shell's setting, which a configuration
     file sets from its profile's or its global one)."""
+    refused = _unsupported(pod, binds_volumes=binds_volumes, binds_claims=binds_claims)
+    if refused is not None:
+        return refused
+    prefiltered = prefilter(pod, state)
+    if isinstance(prefiltered, Status):
+        return _prefilter_failed(prefiltered, len(state.nodes))
     profile = state.profile if scoring is None else state.profile.with_scoring(scoring)
+    attempt = _Attempt(pod, state, profile, prefiltered, features, device_scoring, equivalence)
+    return attempt.run(start, nodes_to_find(len(attempt.names), percentage_of_nodes))
+
+
+def _unsupported(pod: PodInfo, *, binds_volumes: bool, binds_claims: bool) -> Unschedulable | None:
+    """What draxr does not run: fields it does not support, and pods whose own claims or volumes
+    the caller cannot write or bind before the Binding."""
     view = pod.view
     unsupported = list(view.unsupported)
     if not binds_claims and view.claims_input is not None:
@@ -284,52 +297,116 @@ def schedule(
         unsupported.insert(0, VOLUMES_UNSUPPORTED)
     if unsupported:
         return Unschedulable(f"draxr does not support {', '.join(unsupported)} yet", unresolvable=True)
-    prefiltered = prefilter(pod, state)
-    if isinstance(prefiltered, Status):
-        return _prefilter_failed(prefiltered, len(state.nodes))
-    cycle, vcycle, ccycle = prefiltered
+    return None
 
-    prepared = prepare_pod(view, state.mapping)
-    names = state.node_names()
-    total = len(names)
-    if total:
-        start %= total
-    want = nodes_to_find(total, percentage_of_nodes)
-    filters = NodeFilter(pod, cycle, vcycle, state.storage)
-    entries: dict[str, tuple[int, NodeVerdict]] | None = None
-    shared: dict[Hashable, Any] = {}
-    local = _NodeLocal(pod, filters, prepared, state, profile, device_scoring, shared, features)
-    options: Hashable = (profile, device_scoring)
-    if local.resources.reads_devices(lambda name: name in state.mapping):
-        # NodeResourcesFit counts the devices of a class on the node: the node's stamp covers its
-        # own slices and the allocations in its pools, not the classes (their revision keys the
-        # table) nor slices shared with other nodes (then nothing is cached).
-        options = (profile, device_scoring, state.inventory.class_revision)
-        if state.inventory.has_shared_slices:
-            equivalence = False
-    if equivalence:
-        table = state.equivalence.table(node_local_key(pod), state.mapping, options)
-        entries, shared = table.entries, table.shared
-        local.shared = shared
-    beyond_node = filters.reads_beyond_node
-    nodes, usages, stamps, nominated = state.nodes, state.usage, state.node_stamps, state.nominated
 
-    # Runs of nodes whose cached verdicts still hold are taken whole (equivalence.Aligned) when
-    # nothing but the node-local verdict decides phase 1 for the pod.
-    aligned: Aligned[NodeInfo, NodeVerdict] | None = None
-    runs: list[tuple[int, int]] = []  # the runs taken; their rejections are counted at the end
-    if equivalence and not beyond_node and ccycle is None:
-        aligned = table.aligned
-        if aligned is None or aligned.names is not names:
-            aligned = table.aligned = Aligned(names, state)
-        else:
-            aligned.sync(state)
+_Feasible = tuple[list[NodeInfo], list[NodeVerdict], list["DraFit | None"]]
 
-    statuses: dict[str, Status] = {}  # the diagnosis: each rejected node's status
-    dra = DynamicResources(pod, state, features, ccycle)
-    evaluated = 0
-    while evaluated < total:
-        # Phase 1: the filters and the node-local scores until `want` nodes pass (or the nodes run out).
+
+class _Attempt:
+    """One pod's attempt after PreFilter (schedule's two phases): phase 1, the filters and the
+    node-local scores (through the pod shape's equivalence table) until enough nodes pass; the
+    ranking of those (every score plugin of the profile); phase 2, the allocator on them best
+    first. Phase 1 goes on from where it stopped when phase 2 finds no fit; when the nodes run out,
+    the diagnosis: each rejected node's status and kube-scheduler's summary."""
+
+    __slots__ = (
+        "aligned",
+        "ccycle",
+        "cycle",
+        "dra",
+        "entries",
+        "equivalence",
+        "evaluated",
+        "filters",
+        "local",
+        "names",
+        "pod",
+        "prepared",
+        "profile",
+        "runs",
+        "state",
+        "statuses",
+    )
+
+    def __init__(
+        self,
+        pod: PodInfo,
+        state: ClusterState,
+        profile: SchedulerProfile,
+        prefiltered: Prefiltered,
+        features: Features,
+        device_scoring: Scoring | None,
+        equivalence: bool,
+    ) -> None:
+        cycle, vcycle, ccycle = prefiltered
+        self.pod, self.state, self.profile, self.cycle, self.ccycle = pod, state, profile, cycle, ccycle
+        self.prepared = prepare_pod(pod.view, state.mapping)
+        self.names = state.node_names()
+        self.filters = NodeFilter(pod, cycle, vcycle, state.storage)
+        self.local = _NodeLocal(pod, self.filters, self.prepared, state, profile, device_scoring, {}, features)
+        self.dra = DynamicResources(pod, state, features, ccycle)
+        self.statuses: dict[str, Status] = {}  # the diagnosis: each rejected node's status
+        self.runs: list[tuple[int, int]] = []  # the runs taken whole; their rejections are counted at the end
+        self.evaluated = 0
+        self.entries: dict[str, tuple[int, NodeVerdict]] | None = None
+        self.aligned: Aligned[NodeInfo, NodeVerdict] | None = None
+        self.equivalence = equivalence
+        self._use_equivalence((profile, device_scoring))
+
+    def _use_equivalence(self, options: tuple[Hashable, ...]) -> None:
+        """The pod shape's table of cached verdicts (core.equivalence) and, when nothing but the
+        node-local verdict decides phase 1 for the pod, its runs of nodes whose cached verdicts
+        still hold, taken whole (equivalence.Aligned)."""
+        state = self.state
+        if self.local.resources.reads_devices(lambda name: name in state.mapping):
+            # NodeResourcesFit counts the devices of a class on the node: the node's stamp covers its
+            # own slices and the allocations in its pools, not the classes (their revision keys the
+            # table) nor slices shared with other nodes (then nothing is cached).
+            options = (*options, state.inventory.class_revision)
+            if state.inventory.has_shared_slices:
+                self.equivalence = False
+        if not self.equivalence:
+            return
+        table = state.equivalence.table(node_local_key(self.pod), state.mapping, options)
+        self.entries = table.entries
+        self.local.shared = table.shared
+        if not self.filters.reads_beyond_node and self.ccycle is None:
+            aligned = table.aligned
+            if aligned is None or aligned.names is not self.names:
+                aligned = table.aligned = Aligned(self.names, state)
+            else:
+                aligned.sync(state)
+            self.aligned = aligned
+
+    def run(self, start: int, want: int) -> Decision | Unschedulable:
+        """``start``: where the nodes are rotated to; ``want``: the feasible nodes phase 1 looks for."""
+        total = len(self.names)
+        if total:
+            start %= total
+        while self.evaluated < total:
+            found = self._phase1(start, want)
+            if isinstance(found, Unschedulable):
+                return found
+            chosen = self._phase2(*found)
+            if chosen is not None:
+                return chosen
+        return self._diagnosis()
+
+    def _phase1(self, start: int, want: int) -> _Feasible | Unschedulable:
+        """The filters and the node-local scores from where the last pass stopped until ``want``
+        nodes pass (or the nodes run out); an Unschedulable ends the attempt."""
+        pod, state, local, filters, dra, prepared = (
+            self.pod,
+            self.state,
+            self.local,
+            self.filters,
+            self.dra,
+            self.prepared,
+        )
+        names, entries, aligned, statuses, ccycle = self.names, self.entries, self.aligned, self.statuses, self.ccycle
+        nodes, usages, stamps, nominated = state.nodes, state.usage, state.node_stamps, state.nominated
+        beyond_node, total, evaluated = filters.reads_beyond_node, len(names), self.evaluated
         feasible: list[NodeInfo] = []
         verdicts: list[NodeVerdict] = []
         dra_fits: list[DraFit | None] = []
@@ -342,7 +419,7 @@ def schedule(
                     feasible += taken
                     verdicts += taken_verdicts
                     dra_fits += [None] * len(taken)
-                    runs.append((at, end))
+                    self.runs.append((at, end))
                     evaluated += end - at
                     continue
             name = names[at]
@@ -392,30 +469,36 @@ def schedule(
             feasible.append(node)
             verdicts.append(found)
             dra_fits.append(verdict)
+        self.evaluated = evaluated
+        return feasible, verdicts, dra_fits
 
-        # Every default score plugin over the feasible nodes (kube-scheduler scores the nodes that
-        # pass all its filters; here the allocator may still reject some of them, unless the pod
-        # has claims of its own).
+    def _phase2(
+        self, feasible: list[NodeInfo], verdicts: list[NodeVerdict], dra_fits: list[DraFit | None]
+    ) -> Decision | Unschedulable | None:
+        """Every score plugin of the profile over the feasible nodes (kube-scheduler scores the
+        nodes that pass all its filters; here the allocator may still reject some of them, unless
+        the pod has claims of its own), then the allocator on them, best score first: the first
+        fit wins. None: no node fits."""
+        filters, state, statuses = self.filters, self.state, self.statuses
         volume = filters.volume_scores(feasible) if feasible else None
         # DynamicResources' Score: the firstAvailable subrequests each node's Filter chose.
-        dra_scores = prioritized_list_scores(ccycle, dra_fits) if feasible else None
+        dra_scores = prioritized_list_scores(self.ccycle, dra_fits) if feasible else None
         order: Iterable[int]
         chosen_scores: Callable[[int], dict[str, int]]
-        if equivalence:
-            ranking = rank(cycle, state, feasible, verdicts, volume, dra_scores, profile)
+        if self.equivalence:
+            ranking = rank(self.cycle, state, feasible, verdicts, volume, dra_scores, self.profile)
             order, totals, chosen_scores = ranking.order(), ranking.totals, ranking.scores
         else:
             order, totals, chosen_scores = _reference_ranking(
-                cycle, state, feasible, verdicts, profile, volume, dra_scores
+                self.cycle, state, feasible, verdicts, self.profile, volume, dra_scores
             )
-        # Phase 2: the allocator on the candidates, best score first; the first fit wins.
         for i in _short_last(order, verdicts):
             node, ext, verdict = feasible[i], verdicts[i].ext, dra_fits[i]
             assert ext is not None
             allocation: Mapping[str, Any] | None = None
             claims: tuple[ClaimDecision, ...] = ()
             if verdict is None and ext.needs_claim:
-                verdict = dra.filter(node, special_claim_options(prepared, node, ext, state))
+                verdict = self.dra.filter(node, special_claim_options(self.prepared, node, ext, state))
                 if verdict.fatal is not None:
                     return _fatal(verdict)
                 if verdict.rejection is not None:
@@ -430,21 +513,27 @@ def schedule(
                 allocation,
                 ext.dra_requests,
                 ext.mappings,
-                evaluated,
+                self.evaluated,
                 chosen_scores(i),
                 filters.decisions.get(node.name),
                 claims,
                 statuses,
             )
-    if aligned is not None:
-        for at, end in runs:
-            for rejected_node, rejected_verdict in aligned.rejected(at, end):
-                assert rejected_verdict.status is not None
-                statuses[rejected_node.name] = rejected_verdict.status
-    reasons: Counter[str] = Counter()
-    for status in statuses.values():
-        reasons.update(status.reasons)
-    return Unschedulable(_summary(total, reasons), dict(reasons), statuses=statuses)
+        return None
+
+    def _diagnosis(self) -> Unschedulable:
+        """No node fits: every rejected node's status (those of the runs taken whole too) and the
+        summary of their reasons."""
+        statuses = self.statuses
+        if self.aligned is not None:
+            for at, end in self.runs:
+                for rejected_node, rejected_verdict in self.aligned.rejected(at, end):
+                    assert rejected_verdict.status is not None
+                    statuses[rejected_node.name] = rejected_verdict.status
+        reasons: Counter[str] = Counter()
+        for status in statuses.values():
+            reasons.update(status.reasons)
+        return Unschedulable(_summary(len(self.names), reasons), dict(reasons), statuses=statuses)
 
 
 class _NodeLocal:

@@ -2,7 +2,8 @@
 spread), with its integer arithmetic and normalisation: NodeResourcesFit (LeastAllocated or
 MostAllocated over cpu and memory), NodeResourcesBalancedAllocation, TaintToleration
 (PreferNoSchedule) and NodeAffinity (preferred terms); ImageLocality is plugins.image_locality.
-Each score is 0..100 per node; `WEIGHTS` are the default profile's.
+Each score is 0..100 per node; the default profile's weights are core.profile.DEFAULT_WEIGHTS,
+and the plugins' columns (their Score and NormalizeScore) are in core.plugins (plugins.scoring).
 """
 
 from __future__ import annotations
@@ -16,29 +17,22 @@ from draxr.core.gomath import go_div
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.pod_view import Toleration
 
-WEIGHTS = {
-    "TaintToleration": 3,
-    "NodeAffinity": 2,
-    "NodeResourcesFit": 1,
-    "PodTopologySpread": 2,
-    "InterPodAffinity": 2,
-    "NodeResourcesBalancedAllocation": 1,
-    "ImageLocality": 1,
-    "VolumeBinding": 1,  # scored by draxr.core.volumes.score_nodes
-    "DynamicResources": 2,  # scored by plugins.dynamic_resources.prioritized_list_scores
-}
+
+def normalize(raw: Sequence[int], reverse: bool = False) -> list[int]:
+    """`helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`, the one normalisation of the
+    plugins that use it (TaintToleration reversed, NodeAffinity, DynamicResources): scaled so
+    that the highest is 100 (reversed: 100 minus that); all 0 stay 0 (reversed: 100)."""
+    hi = max(raw, default=0)
+    if hi == 0:
+        return [MAX_NODE_SCORE] * len(raw) if reverse else list(raw)
+    if reverse:
+        return [MAX_NODE_SCORE - MAX_NODE_SCORE * s // hi for s in raw]
+    return [MAX_NODE_SCORE * s // hi for s in raw]
 
 
 def default_normalize(raw: Mapping[str, int], reverse: bool = False) -> dict[str, int]:
-    """`helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`."""
-    hi = max(raw.values(), default=0)
-    if hi == 0:
-        return {n: MAX_NODE_SCORE if reverse else s for n, s in raw.items()}
-    out = {}
-    for n, s in raw.items():
-        v = MAX_NODE_SCORE * s // hi
-        out[n] = MAX_NODE_SCORE - v if reverse else v
-    return out
+    """``normalize`` keyed by node name."""
+    return dict(zip(raw, normalize(list(raw.values()), reverse), strict=True))
 
 
 # ---- NodeResourcesFit and BalancedAllocation ---------------------------------------------------

@@ -11,11 +11,13 @@ NodeAffinity            plugins.node_affinity       -
 NodePorts               plugins.node_ports          the node's pods' host ports
 NodeResourcesFit        plugins.node_resources_fit  the node's pods' requests (, its pools)
 VolumeRestrictions,     core.volumes                PVCs, PVs, StorageClasses, CSINodes,
-NodeVolumeLimits,       (over core.storage)         the volumes of all placed pods
-VolumeBinding,
-VolumeZone
-PodTopologySpread       core.spread                 the placed pods' labels, node labels
-InterPodAffinity        core.interpod               the placed pods' labels and terms
+NodeVolumeLimits,       (over core.storage;         the volumes of all placed pods
+VolumeBinding,          VolumeBinding's Score:
+VolumeZone              plugins.volume_binding)
+PodTopologySpread       core.spread (Score:         the placed pods' labels, node labels
+                        plugins.pod_topology_spread)
+InterPodAffinity        core.interpod (Score:       the placed pods' labels and terms
+                        plugins.inter_pod_affinity)
 DynamicResources        plugins.dynamic_resources   claims, slices, classes, allocations
 BalancedAllocation      plugins.balanced_allocation the node's pods' requests
 ImageLocality           plugins.image_locality      which nodes hold the pod's images
@@ -33,6 +35,10 @@ by labels, term groups, spreading counts, placed volumes), which ClusterState.wi
 with_pods_on update pod by pod (its ``_account``), and their PreFilter state is built again from
 those. DynamicResources frees the removed pods' claims (DynamicResources.use_allocated).
 
+Scoring (plugins.scoring): ``SCORE_PLUGINS`` each turn the pod's NodeVerdicts (the node-local raw
+scores) or the cluster into one column of normalised scores over the feasible nodes; core.ranking
+sums the columns of the plugins the profile scores with, with its weights.
+
 Adding a plugin: docs/developer/adding-a-plugin.md.
 """
 
@@ -42,14 +48,20 @@ from collections.abc import Hashable
 
 from draxr.core.plugins import (
     balanced_allocation,
+    dynamic_resources,
+    image_locality,
+    inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     taint_toleration,
+    volume_binding,
 )
 from draxr.core.plugins.base import NodeLocalFilter, NodeLocalPlugin
+from draxr.core.plugins.scoring import ScorePlugin
 from draxr.core.state import PodInfo
 
 NODE_LOCAL_FILTERS: tuple[NodeLocalFilter, ...] = (
@@ -66,6 +78,22 @@ NODE_LOCAL: tuple[NodeLocalPlugin, ...] = (
     node_resources_fit.PLUGIN,
     balanced_allocation.PLUGIN,
 )
+
+
+SCORE_PLUGINS: tuple[ScorePlugin, ...] = (
+    taint_toleration.PLUGIN,
+    node_affinity.PLUGIN,
+    node_resources_fit.PLUGIN,
+    volume_binding.PLUGIN,
+    pod_topology_spread.PLUGIN,
+    inter_pod_affinity.PLUGIN,
+    dynamic_resources.SCORE_PLUGIN,
+    balanced_allocation.PLUGIN,
+    image_locality.PLUGIN,
+)
+"""The default profile's score plugins in upstream's order (core.profile.DEFAULT_WEIGHTS): each
+gives a column of normalised scores (plugins.scoring); core.ranking runs those the profile
+scores with."""
 
 
 def node_local_key(pod: PodInfo) -> Hashable:

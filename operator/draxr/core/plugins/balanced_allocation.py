@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from draxr.core.plugins.base import NodeScore
+from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.scores import balanced_allocation_score
 from draxr.core.state import NodeInfo, NodeUsage, PodInfo
 
@@ -33,6 +34,12 @@ class BalancedAllocation:
             return balanced_allocation_score(used, actual, alloc)
 
         return score
+
+    def column(self, inputs: ScoreInputs) -> Column | None:
+        """The verdicts' scores; None for a pod that requests neither (as prescore)."""
+        if _requests(inputs.cycle.pod) == (0, 0):
+            return None
+        return [v.balanced for v in inputs.verdicts]
 
 
 PLUGIN = BalancedAllocation()

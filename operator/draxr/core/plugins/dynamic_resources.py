@@ -16,9 +16,10 @@ from draxr.core.allocator import AllocationFatalError, Allocator, Features, Node
 from draxr.core.allocator.allocated_devices import AllocatedState
 from draxr.core.allocator.nodeselector import NodeSelectorError
 from draxr.core.claims import assumed_claim_key, held_claim_key
-from draxr.core.limits import MAX_NODE_SCORE
+from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.pod_claims import ClaimsCycle, PodClaim
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources
+from draxr.core.scores import normalize
 from draxr.core.state import ClusterState, NodeInfo, PodInfo
 from draxr.core.status import Status, filter_error, unresolvable, unschedulable
 
@@ -94,11 +95,20 @@ def prioritized_list_scores(ccycle: ClaimsCycle | None, fits: Sequence[DraFit | 
     each one's Filter verdict; None for a pod without claims of its own (0 on every node)."""
     if ccycle is None:
         return None
-    raw = [prioritized_list_score(ccycle, fit) for fit in fits]
-    hi = max(raw, default=0)
-    if hi == 0:
-        return raw
-    return [MAX_NODE_SCORE * s // hi for s in raw]
+    return normalize([prioritized_list_score(ccycle, fit) for fit in fits])
+
+
+class DynamicResourcesScore:
+    """DynamicResources' Score, which its Filter computes (prioritized_list_scores): 0 on every
+    node for a pod without claims of its own (upstream has no PreScore for it: never skipped)."""
+
+    name = DRA
+
+    def column(self, inputs: ScoreInputs) -> Column:
+        return list(inputs.dra) if inputs.dra is not None else 0
+
+
+SCORE_PLUGIN = DynamicResourcesScore()
 
 
 def claims_prefilter(pod: PodInfo, state: ClusterState) -> ClaimsCycle | Status | None:

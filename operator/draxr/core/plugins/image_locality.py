@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from draxr.core.gomath import go_div
 from draxr.core.limits import MAX_NODE_SCORE
+from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.state import ClusterState, NodeInfo
 
 NAME = "ImageLocality"
@@ -54,3 +55,13 @@ def column(images: Sequence[str], nodes: Sequence[NodeInfo], state: ClusterState
         return 0
     total_nodes = len(state.nodes)
     return [score(images, n.images, state.image_sizes, state.image_nodes, total_nodes) for n in nodes]
+
+
+class ImageLocality:
+    name = NAME
+
+    def column(self, inputs: ScoreInputs) -> Column:
+        return column(inputs.cycle.view.images, inputs.nodes, inputs.state)
+
+
+PLUGIN = ImageLocality()

@@ -9,8 +9,9 @@ from collections.abc import Hashable
 
 from draxr.core.allocator.nodeselector import NodeSelectorError, selector_matches
 from draxr.core.plugins.base import NodeCheck, NodeScore
+from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.pod_view import PodView
-from draxr.core.scores import node_affinity_score, preferred_terms
+from draxr.core.scores import node_affinity_score, normalize, preferred_terms
 from draxr.core.state import NodeInfo, NodeUsage, PodInfo
 from draxr.core.status import Status, unresolvable
 
@@ -68,6 +69,12 @@ class NodeAffinity:
             return node_affinity_score(terms, node.raw)
 
         return score
+
+    def column(self, inputs: ScoreInputs) -> Column | None:
+        """None without preferred terms (as prescore)."""
+        if inputs.cycle.view.preferred_node_affinity is None:
+            return None
+        return normalize([v.affinity for v in inputs.verdicts])
 
 
 PLUGIN = NodeAffinity()

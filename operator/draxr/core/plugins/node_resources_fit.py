@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.mapping import is_extended_resource_name, is_prefixed_native_resource
+from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.profile import FitStrategy, ScoringType, broken_linear
 from draxr.core.requests import NodeRequests
 from draxr.core.state import ClusterState, NodeInfo, NodeUsage, PodInfo
@@ -240,6 +241,10 @@ class NodeResourcesFit:
         counts of DRA-served extended resources (None: such a resource scores as one the node
         does not have)."""
         return Fit(pod, state, scoring, device_scoring, checked, dra)
+
+    def column(self, inputs: ScoreInputs) -> Column:
+        """The verdicts' scores (Fit.score; upstream's are 0..100 already: no normalisation)."""
+        return [v.fit for v in inputs.verdicts]
 
 
 PLUGIN = NodeResourcesFit()

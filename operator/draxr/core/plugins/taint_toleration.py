@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.plugins.base import NodeCheck, NodeScore
-from draxr.core.scores import intolerable_prefer_no_schedule, prefer_no_schedule_tolerations
+from draxr.core.plugins.scoring import Column, ScoreInputs
+from draxr.core.scores import intolerable_prefer_no_schedule, normalize, prefer_no_schedule_tolerations
 from draxr.core.state import NodeInfo, NodeUsage, PodInfo
 from draxr.core.status import Status, unresolvable
 
@@ -36,6 +38,12 @@ class TaintToleration:
             return intolerable_prefer_no_schedule(node.taints, tolerations) if node.taints else 0
 
         return score
+
+    def column(self, inputs: ScoreInputs) -> Column:
+        """Fewer untolerated PreferNoSchedule taints is better (normalised in reverse): 100 on
+        every node when no feasible node has one."""
+        taints = [v.taint for v in inputs.verdicts]
+        return normalize(taints, reverse=True) if any(taints) else MAX_NODE_SCORE
 
 
 PLUGIN = TaintToleration()
