@@ -6,7 +6,7 @@ real-node tests (whose session-wide node would join the session cluster those mo
 except the version matrix, which runs on clusters of its own and goes last. Each one's first test
 waits, outside its own timeout, until the build it needs has ended (``DRAXR_LATE_BUILDS_DONE``
 names the file the script writes its statuses next to). Without the
-variable (pytest run directly, or a selection) nothing waits: a test that needs a build still in
+variable (pytest run directly) nothing waits: a test that needs a build still in
 progress waits for its build lock, and a cold cache is built on first use.
 """
 
@@ -24,11 +24,15 @@ REALNODE = ROOT / "tests" / "realnode"
 # Each late module and the hack/build-late.sh build it waits for, in the order they run: those
 # before the real-node tests, then those after them (the version matrix, on clusters of its own,
 # overlaps the real node's tests with the builds of Kubernetes 1.34 and 1.36).
-BEFORE_REAL_NODE = (("test_helm.py", "helm"), ("test_docs.py", "helm"), ("test_kueue.py", "kueue"))
-BEFORE_REAL_NODE += (("test_adoption.py", "k8s-1.35"),)
-AFTER_REAL_NODE = (("test_versions.py", "versions"),)
-MODULES = tuple(name for name, _ in (*BEFORE_REAL_NODE, *AFTER_REAL_NODE))
-NEEDS = dict((*BEFORE_REAL_NODE, *AFTER_REAL_NODE))
+NEEDS = {
+    "test_helm.py": "helm",
+    "test_docs.py": "helm",
+    "test_kueue.py": "kueue",
+    "test_adoption.py": "k8s-1.35",
+    "test_versions.py": "versions",
+}
+MODULES = tuple(NEEDS)
+AFTER_REAL_NODE = frozenset({"test_versions.py"})
 DONE_VARIABLE = "DRAXR_LATE_BUILDS_DONE"
 
 
@@ -41,11 +45,11 @@ def rank(path: Path) -> int | None:
 
 def order(paths: Sequence[Path]) -> list[int]:
     """A permutation of the items (given by their files) that moves the late modules' items, each
-    module's own order kept: those of BEFORE_REAL_NODE to just before the first real-node item
-    (else to the end), those of AFTER_REAL_NODE to the end."""
+    module's own order kept: those not in AFTER_REAL_NODE to just before the first real-node item
+    (else to the end), those in it to the end."""
     late = sorted((i for i, p in enumerate(paths) if rank(p) is not None), key=lambda i: rank(paths[i]))
-    before = [i for i in late if paths[i].name not in dict(AFTER_REAL_NODE)]
-    after = [i for i in late if paths[i].name in dict(AFTER_REAL_NODE)]
+    before = [i for i in late if paths[i].name not in AFTER_REAL_NODE]
+    after = [i for i in late if paths[i].name in AFTER_REAL_NODE]
     rest = [i for i, p in enumerate(paths) if rank(p) is None]
     at = next((n for n, i in enumerate(rest) if REALNODE in paths[i].parents), len(rest))
     return rest[:at] + before + rest[at:] + after
