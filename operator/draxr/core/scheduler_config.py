@@ -854,126 +854,17 @@ def load(text: str, scheduler_name: str, source: str = "") -> LoadedConfig:
 
 
 def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str = "") -> LoadedConfig:
+    """kube-scheduler's way from a decoded file to a framework (decode the args, then
+    ValidateKubeSchedulerConfiguration, then scheduler.New's frameworks), then draxr's own refusals
+    and the served profile."""
     profiles = list(cfg.profiles) or [Profile()]
     if len(profiles) == 1 and profiles[0].schedulerName is None:
         profiles[0] = profiles[0].model_copy(update={"schedulerName": DEFAULT_SCHEDULER_NAME})
-    pct = 0 if cfg.percentageOfNodesToScore is None else cfg.percentageOfNodesToScore
-    initial = 1 if cfg.podInitialBackoffSeconds is None else cfg.podInitialBackoffSeconds
-    maximum = 10 if cfg.podMaxBackoffSeconds is None else cfg.podMaxBackoffSeconds
-    parallelism = 16 if cfg.parallelism is None else cfg.parallelism
-
-    errs: list[str] = []
-    decoded: list[dict[str, _Args | None]] = []
-    for i, prof in enumerate(profiles):
-        args: dict[str, _Args | None] = {}
-        for j, pc in enumerate(prof.pluginConfig):
-            a, e = _args(pc.name, pc.args, f"profiles[{i}].pluginConfig[{j}].args")
-            errs += e
-            args.setdefault(pc.name, a)
-        decoded.append(args)
+    decoded = _decoded_args(profiles, source)
+    errs = _config_errors(cfg, profiles, decoded)
     if errs:
         raise ConfigError(errs, source)
-
-    # ValidateKubeSchedulerConfiguration
-    le = cfg.leaderElection or {}
-    if le.get("leaderElect", True) and le.get("resourceLock", "leases") != "leases":
-        errs.append(
-            invalid("leaderElection.resourceLock", le.get("resourceLock"), 'resourceLock value must be "leases"')
-        )
-    if parallelism <= 0:
-        errs.append(invalid("parallelism", parallelism, "should be an integer value greater than zero"))
-    names: dict[str, int] = {}
-    for i, prof in enumerate(profiles):
-        path = f"profiles[{i}]"
-        name = prof.schedulerName or ""
-        if not name:
-            errs.append(required(f"{path}.schedulerName"))
-        if prof.percentageOfNodesToScore is not None and not 0 <= prof.percentageOfNodesToScore <= 100:
-            errs.append(
-                invalid(f"{path}.percentageOfNodesToScore", prof.percentageOfNodesToScore, "not in valid range [0-100]")
-            )
-        if prof.plugins is not None:
-            for point in _POINTS:
-                for k, p in enumerate(getattr(prof.plugins, point).enabled):
-                    if p.name in _INVALID_IN_V1:
-                        errs.append(
-                            invalid(
-                                f"{path}.plugins.{point}.enabled[{k}]",
-                                p.name,
-                                _INVALID_DETAIL,
-                            )
-                        )
-        seen: set[str] = set()
-        sets = merged_plugins(prof.plugins)
-        enabled_names = {n for s in sets.values() for n, _ in s.enabled}
-        for j, pc in enumerate(prof.pluginConfig):
-            p = f"{path}.pluginConfig[{j}]"
-            if pc.name in seen:
-                errs.append(duplicate(p, pc.name))
-            seen.add(pc.name)
-            if pc.name in _INVALID_IN_V1:
-                errs.append(
-                    invalid(
-                        p,
-                        pc.name,
-                        _INVALID_DETAIL,
-                    )
-                )
-                continue
-            a = _default_args(pc.name, decoded[i].get(pc.name))
-            if a is not None and pc.name != "NodeResourcesFit":
-                errs += _args_errors(pc.name, a, f"{p}.args")
-        del enabled_names
-        if name in names:
-            errs.append(duplicate(f"{path}.schedulerName", {}))
-        names[name] = i
-    if profiles:
-        qs0 = merged_plugins(profiles[0].plugins)["queueSort"]
-        if len(qs0.enabled) > 1:
-            errs.append(
-                invalid(
-                    "profiles[0].plugins.queueSort.Enabled",
-                    len(qs0.enabled),
-                    "only one queue sort plugin can be enabled",
-                )
-            )
-        for k in range(1, len(profiles)):
-            qs = merged_plugins(profiles[k].plugins)["queueSort"]
-            if (qs.enabled, qs.disabled) != (qs0.enabled, qs0.disabled):
-                errs.append(
-                    invalid(
-                        f"profiles[{k}].plugins.queueSort", _plugin_set_json(qs), "must be the same for all profiles"
-                    )
-                )
-    if cfg.percentageOfNodesToScore is not None and not 0 <= pct <= 100:
-        errs.append(invalid("percentageOfNodesToScore", pct, "not in valid range [0-100]"))
-    if initial <= 0:
-        errs.append(invalid("podInitialBackoffSeconds", initial, "must be greater than 0"))
-    if maximum < initial:
-        errs.append(
-            invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds")
-        )
-    if errs:
-        raise ConfigError(errs, source)
-
-    # scheduler.New: the frameworks, profile by profile.
-    frameworks: list[Effective] = []
-    for i, prof in enumerate(profiles):
-        name = prof.schedulerName or ""
-        try:
-            eff = effective(merged_plugins(prof.plugins))
-            enabled_names = {n for p in eff.points.values() for n in p}
-            fit = decoded[i].get("NodeResourcesFit")
-            if "NodeResourcesFit" in enabled_names:
-                fe = fit_args_errors(default_fit_args(fit if isinstance(fit, NodeResourcesFitArgs) else None))
-                if fe:
-                    raise ValueError(f'initializing plugin "NodeResourcesFit": {_aggregate(fe)}')
-        except ValueError as e:
-            msg = str(e).replace("%s", json.dumps(name))
-            raise ConfigError(
-                [f"initializing profiles: creating profile for scheduler name {name}: {msg}"], source
-            ) from e
-        frameworks.append(eff)
+    frameworks = [_framework(prof, args, source) for prof, args in zip(profiles, decoded, strict=True)]
 
     # draxr's own refusals.
     served = [i for i, p in enumerate(profiles) if p.schedulerName == scheduler_name]
@@ -987,7 +878,6 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
             source,
         )
     i = served[0]
-    prof = profiles[i]
     refusals = _draxr_refusals(frameworks[i], decoded[i], f"profiles[{i}]")
     if cfg.extenders:
         refusals.append("extenders: draxr does not call scheduler extenders")
@@ -995,26 +885,163 @@ def from_model(cfg: KubeSchedulerConfiguration, scheduler_name: str, source: str
         raise ConfigError(refusals, source)
 
     args = {n: _default_args(n, decoded[i].get(n)) for n in IMPLEMENTS}
-    profile = _profile(prof, frameworks[i], args, cfg.percentageOfNodesToScore)
+    profile = _profile(profiles[i], frameworks[i], args, cfg.percentageOfNodesToScore)
     vb = args["VolumeBinding"]
     assert isinstance(vb, VolumeBindingArgs)
-    not_applied = tuple(
+    initial, maximum = _backoff(cfg)
+    return LoadedConfig(
+        profile,
+        initial,
+        maximum,
+        profile.percentage_of_nodes_to_score or 0,
+        vb.bindTimeoutSeconds or 0,
+        frameworks[i],
+        _not_applied(cfg, profiles, i, scheduler_name),
+    )
+
+
+def _backoff(cfg: KubeSchedulerConfiguration) -> tuple[int, int]:
+    """podInitialBackoffSeconds and podMaxBackoffSeconds, defaulted (1 and 10)."""
+    initial = 1 if cfg.podInitialBackoffSeconds is None else cfg.podInitialBackoffSeconds
+    maximum = 10 if cfg.podMaxBackoffSeconds is None else cfg.podMaxBackoffSeconds
+    return initial, maximum
+
+
+def _decoded_args(profiles: list[Profile], source: str) -> list[dict[str, _Args | None]]:
+    """Each profile's plugin args by plugin name (the first entry of a name), as the decoder
+    refuses them: every decoding error at once."""
+    errs: list[str] = []
+    decoded: list[dict[str, _Args | None]] = []
+    for i, prof in enumerate(profiles):
+        args: dict[str, _Args | None] = {}
+        for j, pc in enumerate(prof.pluginConfig):
+            a, e = _args(pc.name, pc.args, f"profiles[{i}].pluginConfig[{j}].args")
+            errs += e
+            args.setdefault(pc.name, a)
+        decoded.append(args)
+    if errs:
+        raise ConfigError(errs, source)
+    return decoded
+
+
+def _config_errors(
+    cfg: KubeSchedulerConfiguration, profiles: list[Profile], decoded: list[dict[str, _Args | None]]
+) -> list[str]:
+    """ValidateKubeSchedulerConfiguration's errors, in its order."""
+    errs: list[str] = []
+    initial, maximum = _backoff(cfg)
+    parallelism = 16 if cfg.parallelism is None else cfg.parallelism
+    le = cfg.leaderElection or {}
+    if le.get("leaderElect", True) and le.get("resourceLock", "leases") != "leases":
+        errs.append(
+            invalid("leaderElection.resourceLock", le.get("resourceLock"), 'resourceLock value must be "leases"')
+        )
+    if parallelism <= 0:
+        errs.append(invalid("parallelism", parallelism, "should be an integer value greater than zero"))
+    names: dict[str, int] = {}
+    for i, prof in enumerate(profiles):
+        errs += _profile_errors(prof, decoded[i], f"profiles[{i}]")
+        name = prof.schedulerName or ""
+        if name in names:
+            errs.append(duplicate(f"profiles[{i}].schedulerName", {}))
+        names[name] = i
+    errs += _queue_sort_errors(profiles)
+    pct = 0 if cfg.percentageOfNodesToScore is None else cfg.percentageOfNodesToScore
+    if cfg.percentageOfNodesToScore is not None and not 0 <= pct <= 100:
+        errs.append(invalid("percentageOfNodesToScore", pct, "not in valid range [0-100]"))
+    if initial <= 0:
+        errs.append(invalid("podInitialBackoffSeconds", initial, "must be greater than 0"))
+    if maximum < initial:
+        errs.append(
+            invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds")
+        )
+    return errs
+
+
+def _profile_errors(prof: Profile, decoded: Mapping[str, _Args | None], path: str) -> list[str]:
+    """validateKubeSchedulerProfile's errors for one profile (its name, percentage, plugins and
+    plugin args; not the duplicate name, which needs the others)."""
+    errs: list[str] = []
+    if not prof.schedulerName:
+        errs.append(required(f"{path}.schedulerName"))
+    if prof.percentageOfNodesToScore is not None and not 0 <= prof.percentageOfNodesToScore <= 100:
+        errs.append(
+            invalid(f"{path}.percentageOfNodesToScore", prof.percentageOfNodesToScore, "not in valid range [0-100]")
+        )
+    if prof.plugins is not None:
+        for point in _POINTS:
+            for k, p in enumerate(getattr(prof.plugins, point).enabled):
+                if p.name in _INVALID_IN_V1:
+                    errs.append(invalid(f"{path}.plugins.{point}.enabled[{k}]", p.name, _INVALID_DETAIL))
+    seen: set[str] = set()
+    for j, pc in enumerate(prof.pluginConfig):
+        p = f"{path}.pluginConfig[{j}]"
+        if pc.name in seen:
+            errs.append(duplicate(p, pc.name))
+        seen.add(pc.name)
+        if pc.name in _INVALID_IN_V1:
+            errs.append(invalid(p, pc.name, _INVALID_DETAIL))
+            continue
+        a = _default_args(pc.name, decoded.get(pc.name))
+        if a is not None and pc.name != "NodeResourcesFit":
+            errs += _args_errors(pc.name, a, f"{p}.args")
+    return errs
+
+
+def _queue_sort_errors(profiles: list[Profile]) -> list[str]:
+    """One queue sort plugin, the same in every profile."""
+    if not profiles:
+        return []
+    errs: list[str] = []
+    qs0 = merged_plugins(profiles[0].plugins)["queueSort"]
+    if len(qs0.enabled) > 1:
+        errs.append(
+            invalid(
+                "profiles[0].plugins.queueSort.Enabled", len(qs0.enabled), "only one queue sort plugin can be enabled"
+            )
+        )
+    for k in range(1, len(profiles)):
+        qs = merged_plugins(profiles[k].plugins)["queueSort"]
+        if (qs.enabled, qs.disabled) != (qs0.enabled, qs0.disabled):
+            errs.append(
+                invalid(f"profiles[{k}].plugins.queueSort", _plugin_set_json(qs), "must be the same for all profiles")
+            )
+    return errs
+
+
+def _framework(prof: Profile, decoded: Mapping[str, _Args | None], source: str) -> Effective:
+    """scheduler.New's framework for one profile: its plugins by extension point, and
+    NodeResourcesFit's args checked when it is enabled (upstream checks them only there)."""
+    name = prof.schedulerName or ""
+    try:
+        eff = effective(merged_plugins(prof.plugins))
+        enabled_names = {n for p in eff.points.values() for n in p}
+        fit = decoded.get("NodeResourcesFit")
+        if "NodeResourcesFit" in enabled_names:
+            fe = fit_args_errors(default_fit_args(fit if isinstance(fit, NodeResourcesFitArgs) else None))
+            if fe:
+                raise ValueError(f'initializing plugin "NodeResourcesFit": {_aggregate(fe)}')
+    except ValueError as e:
+        msg = str(e).replace("%s", json.dumps(name))
+        raise ConfigError([f"initializing profiles: creating profile for scheduler name {name}: {msg}"], source) from e
+    return eff
+
+
+def _not_applied(
+    cfg: KubeSchedulerConfiguration, profiles: list[Profile], served: int, scheduler_name: str
+) -> tuple[str, ...]:
+    """What the file sets that draxr validates but does not apply, for the start-up log."""
+    out = tuple(
         f"{key}: set by draxr's own flags, not applied from the file"
         for key in ("parallelism", "leaderElection", "clientConnection", "enableProfiling", "enableContentionProfiling")
         if getattr(cfg, key) is not None
-    ) + (
-        ("delayCacheUntilActive: not applied (draxr lists and watches from the start)",)
-        if cfg.delayCacheUntilActive
-        else ()
     )
-    not_applied += tuple(
+    if cfg.delayCacheUntilActive:
+        out += ("delayCacheUntilActive: not applied (draxr lists and watches from the start)",)
+    return out + tuple(
         f"profiles[{j}] (schedulerName {p.schedulerName}): validated, not run (draxr serves {scheduler_name})"
         for j, p in enumerate(profiles)
-        if j != i
-    )
-    effective_pct = profile.percentage_of_nodes_to_score or 0
-    return LoadedConfig(
-        profile, initial, maximum, effective_pct, vb.bindTimeoutSeconds or 0, frameworks[i], not_applied
+        if j != served
     )
 
 

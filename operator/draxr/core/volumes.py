@@ -186,8 +186,39 @@ def prefilter(pod: Mapping[str, Any], storage: StorageState, nodes: Container[st
     base = VolumeCycle(namespace, pod_name, pod_uid, volumes)
     if not volumes:
         return base
+    restrictions = _restrictions_prefilter(volumes, storage, namespace, nodes)
+    if isinstance(restrictions, Status):
+        return replace_rejected(base, restrictions)
+    disk_volumes, conflicts = restrictions
+    limits = any(v.kind in ("pvc", "ephemeral", "gce", "ebs") for v in volumes)  # NodeVolumeLimits
+    binding = _binding_prefilter(volumes, storage, namespace, pod_name, pod_uid)
+    if isinstance(binding, Status):
+        return replace_rejected(base, binding)
+    topologies = _zone_prefilter(volumes, storage, namespace)
+    if isinstance(topologies, Status):
+        return replace_rejected(base, topologies)
+    return VolumeCycle(
+        namespace,
+        pod_name,
+        pod_uid,
+        volumes,
+        restrictions=bool(disk_volumes) or conflicts > 0,
+        disk_volumes=disk_volumes,
+        rwop_conflict=conflicts > 0,
+        limits=limits,
+        binding=binding is not None,
+        bound_claims=binding.bound if binding else (),
+        delay_claims=binding.delay if binding else (),
+        pvs_by_class=binding.pvs_by_class if binding else {},
+        zone=tuple(topologies) if topologies else None,
+    )
 
-    # VolumeRestrictions
+
+def _restrictions_prefilter(
+    volumes: tuple[Volume, ...], storage: StorageState, namespace: str, nodes: Container[str]
+) -> Status | tuple[tuple[Volume, ...], int]:
+    """VolumeRestrictions: the pod's disk volumes, and how many of its ReadWriteOncePod claims a pod
+    on one of ``nodes`` already uses."""
     disk_volumes = tuple(v for v in volumes if v.kind in ("gce", "ebs", "iscsi", "rbd"))
     rwop: set[str] = set()
     for v in volumes:
@@ -195,22 +226,26 @@ def prefilter(pod: Mapping[str, Any], storage: StorageState, nodes: Container[st
             continue
         pvc = storage.pvc(namespace, v.claim_name)
         if pvc is None:
-            return replace_rejected(
-                base, _reject("VolumeRestrictions", _not_found("persistentvolumeclaim", v.claim_name))
-            )
+            return _reject("VolumeRestrictions", _not_found("persistentvolumeclaim", v.claim_name))
         if "ReadWriteOncePod" in pvc.access_modes:
             rwop.add(pvc.name)
-    conflicts = sum(1 for name in rwop if storage.pvc_in_use(f"{namespace}/{name}", nodes))
-    restrictions = bool(disk_volumes) or conflicts > 0
+    return disk_volumes, sum(1 for name in rwop if storage.pvc_in_use(f"{namespace}/{name}", nodes))
 
-    # NodeVolumeLimits
-    limits = any(v.kind in ("pvc", "ephemeral", "gce", "ebs") for v in volumes)
 
-    # VolumeBinding
-    binding = False
-    bound: list[PersistentVolumeClaim] = []
-    delay: list[PersistentVolumeClaim] = []
-    pvs_by_class: dict[str, tuple[PersistentVolume, ...]] = {}
+@dataclass(frozen=True)
+class _Binding:
+    """VolumeBinding's PreFilter state: the bound claims, those that wait for the first consumer,
+    and the volumes of their classes."""
+
+    bound: tuple[PersistentVolumeClaim, ...]
+    delay: tuple[PersistentVolumeClaim, ...]
+    pvs_by_class: dict[str, tuple[PersistentVolume, ...]]
+
+
+def _binding_prefilter(
+    volumes: tuple[Volume, ...], storage: StorageState, namespace: str, pod_name: str, pod_uid: str
+) -> Status | _Binding | None:
+    """VolumeBinding (None: the pod has no claim, the plugin skips)."""
     claims: list[PersistentVolumeClaim] = []
     for v in volumes:
         if v.kind not in ("pvc", "ephemeral"):
@@ -221,86 +256,70 @@ def prefilter(pod: Mapping[str, Any], storage: StorageState, nodes: Container[st
                 msg = f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{v.claim_name}"'
             else:
                 msg = _not_found("persistentvolumeclaim", v.claim_name)
-            return replace_rejected(base, _reject("VolumeBinding", msg))
+            return _reject("VolumeBinding", msg)
         if found.phase == "Lost":
             msg = f'persistentvolumeclaim "{found.name}" bound to non-existent persistentvolume "{found.volume_name}"'
-            return replace_rejected(base, _reject("VolumeBinding", msg))
+            return _reject("VolumeBinding", msg)
         if found.deleting:
-            return replace_rejected(
-                base, _reject("VolumeBinding", f'persistentvolumeclaim "{found.name}" is being deleted')
-            )
+            return _reject("VolumeBinding", f'persistentvolumeclaim "{found.name}" is being deleted')
         if v.kind == "ephemeral" and (found.namespace != namespace or found.controller_uid != pod_uid):
             msg = (
                 f"PVC {found.namespace}/{found.name} was not created for pod {namespace}/{pod_name} (pod is not owner)"
             )
-            return replace_rejected(base, _reject("VolumeBinding", msg))
+            return _reject("VolumeBinding", msg)
         claims.append(found)
-    if claims:
-        binding = True
-        immediate = False
-        for pvc in claims:
-            if pvc.fully_bound:
-                bound.append(pvc)
-                continue
-            sc = storage.classes.get(pvc.class_name) if pvc.class_name else None
-            if sc is not None and sc.binding_mode is None:
-                msg = f'VolumeBindingMode not set for StorageClass "{pvc.class_name}"'
-                return replace_rejected(base, Status(ERROR, "VolumeBinding", (msg,)))
-            if sc is not None and sc.binding_mode == "WaitForFirstConsumer" and not pvc.volume_name:
-                delay.append(pvc)
-            else:
-                immediate = True
-        if immediate:
-            return replace_rejected(base, _reject("VolumeBinding", ERR_UNBOUND_IMMEDIATE))
-        for pvc in delay:
-            pvs_by_class[pvc.class_name] = tuple(storage.pvs_of_class(pvc.class_name))
+    if not claims:
+        return None
+    bound: list[PersistentVolumeClaim] = []
+    delay: list[PersistentVolumeClaim] = []
+    immediate = False
+    for pvc in claims:
+        if pvc.fully_bound:
+            bound.append(pvc)
+            continue
+        sc = storage.classes.get(pvc.class_name) if pvc.class_name else None
+        if sc is not None and sc.binding_mode is None:
+            return Status(ERROR, "VolumeBinding", (f'VolumeBindingMode not set for StorageClass "{pvc.class_name}"',))
+        if sc is not None and sc.binding_mode == "WaitForFirstConsumer" and not pvc.volume_name:
+            delay.append(pvc)
+        else:
+            immediate = True
+    if immediate:
+        return _reject("VolumeBinding", ERR_UNBOUND_IMMEDIATE)
+    return _Binding(
+        tuple(bound), tuple(delay), {pvc.class_name: tuple(storage.pvs_of_class(pvc.class_name)) for pvc in delay}
+    )
 
-    # VolumeZone (persistentVolumeClaim volumes only)
+
+def _zone_prefilter(
+    volumes: tuple[Volume, ...], storage: StorageState, namespace: str
+) -> Status | list[tuple[str, str, frozenset[str]]]:
+    """VolumeZone (persistentVolumeClaim volumes only): the topology terms of their volumes."""
     topologies: list[tuple[str, str, frozenset[str]]] = []
     for v in volumes:
         if v.kind != "pvc":
             continue
         if not v.claim_name:
-            return replace_rejected(base, _reject("VolumeZone", "PersistentVolumeClaim had no name"))
+            return _reject("VolumeZone", "PersistentVolumeClaim had no name")
         pvc = storage.pvc(namespace, v.claim_name)
         if pvc is None:
-            return replace_rejected(base, _reject("VolumeZone", _not_found("persistentvolumeclaim", v.claim_name)))
+            return _reject("VolumeZone", _not_found("persistentvolumeclaim", v.claim_name))
         if not pvc.volume_name:
             if not pvc.class_name:
-                return replace_rejected(
-                    base, _reject("VolumeZone", "PersistentVolumeClaim had no pv name and storageClass name")
-                )
+                return _reject("VolumeZone", "PersistentVolumeClaim had no pv name and storageClass name")
             sc = storage.classes.get(pvc.class_name)
             if sc is None:
-                return replace_rejected(
-                    base, _reject("VolumeZone", _not_found("storageclass.storage.k8s.io", pvc.class_name))
-                )
+                return _reject("VolumeZone", _not_found("storageclass.storage.k8s.io", pvc.class_name))
             if sc.binding_mode is None:
-                msg = f'VolumeBindingMode not set for StorageClass "{pvc.class_name}"'
-                return replace_rejected(base, _reject("VolumeZone", msg))
+                return _reject("VolumeZone", f'VolumeBindingMode not set for StorageClass "{pvc.class_name}"')
             if sc.binding_mode == "WaitForFirstConsumer":
                 continue
-            return replace_rejected(base, _reject("VolumeZone", "PersistentVolume had no name"))
+            return _reject("VolumeZone", "PersistentVolume had no name")
         pv = storage.pvs.get(pvc.volume_name)
         if pv is None:
-            return replace_rejected(base, _reject("VolumeZone", _not_found("persistentvolume", pvc.volume_name)))
+            return _reject("VolumeZone", _not_found("persistentvolume", pvc.volume_name))
         topologies.extend(pv_topologies(pv))
-
-    return VolumeCycle(
-        namespace,
-        pod_name,
-        pod_uid,
-        volumes,
-        restrictions=restrictions,
-        disk_volumes=disk_volumes,
-        rwop_conflict=conflicts > 0,
-        limits=limits,
-        binding=binding,
-        bound_claims=tuple(bound),
-        delay_claims=tuple(delay),
-        pvs_by_class=pvs_by_class,
-        zone=tuple(topologies) if topologies else None,
-    )
+    return topologies
 
 
 def replace_rejected(cycle: VolumeCycle, rejection: Status) -> VolumeCycle:

@@ -417,15 +417,9 @@ class _Run:
 
     # -- fast path ----------------------------------------------------------------------------
 
-    def _fast_allocate(self) -> Allocated | NoFit | None:
-        """The common case without the general search: one claim with one plain ExactCount request
-        (no subrequests, selectors, admin access, capacity or derived attributes; tolerations are
-        fine), no constraints, no invalid pool, and a class whose selectors raise on no device of
-        the node. Then the search takes the first ``count`` free, selectable devices in pool order
-        that pass the taint and capacity checks, and validation cannot fail; this loop does that.
-        None (the general path decides) whenever anything else could matter: a precondition fails,
-        a device consumes counters, or fewer devices pass than requested (the search's own NoFit
-        reason). Never changes an answer (tests/unit/test_allocator_fast_path.py)."""
+    def _plain_request(self) -> tuple[Mapping[str, Any], RequestInfo, int] | None:
+        """The fast path's preconditions on the claims: one claim, no constraint, one plain
+        ExactCount request of a class (its raw dict, parsed, and its count), and no invalid pool."""
         if len(self.claims) != 1 or any(p.is_invalid for p in self.pools):
             return None
         claim = self.claims[0]
@@ -442,8 +436,7 @@ class _Run:
         count = exactly.get("count")
         if type(count) is not int or not 1 <= count <= ALLOCATION_RESULTS_MAX_SIZE:
             return None
-        ref = self.claim_refs[0]
-        req = parse_request({**exactly, "name": raw.get("name", "")}, ref, True)
+        req = parse_request({**exactly, "name": raw.get("name", "")}, self.claim_refs[0], True)
         if (
             req.mode != EXACT_COUNT
             or req.selectors
@@ -453,6 +446,22 @@ class _Run:
             or not req.class_name
         ):
             return None
+        return raw, req, count
+
+    def _fast_allocate(self) -> Allocated | NoFit | None:
+        """The common case without the general search: one claim with one plain ExactCount request
+        (no subrequests, selectors, admin access, capacity or derived attributes; tolerations are
+        fine), no constraints, no invalid pool, and a class whose selectors raise on no device of
+        the node. Then the search takes the first ``count`` free, selectable devices in pool order
+        that pass the taint and capacity checks, and validation cannot fail; this loop does that.
+        None (the general path decides) whenever anything else could matter: a precondition fails,
+        a device consumes counters, or fewer devices pass than requested (the search's own NoFit
+        reason). Never changes an answer (tests/unit/test_allocator_fast_path.py)."""
+        plain = self._plain_request()
+        if plain is None:
+            return None
+        raw, req, count = plain
+        claim, ref = self.claims[0], self.claim_refs[0]
         class_ = self.o.inventory.get_class(req.class_name)
         if class_ is None:
             return None
