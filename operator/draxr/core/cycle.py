@@ -150,8 +150,8 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
     spread = None
     if hard:
         key = _domains_key(view, hard)
-        domains = state.spread_domains(key, lambda: spread_domains(hard, state, eligible))
-        counts = [state.spread_counts(key, domains, i, pod.namespace, c.selector) for i, c in enumerate(hard)]
+        domains = state.spread.domains(key, lambda: spread_domains(hard, state, eligible))
+        counts = [state.spread.counts(key, domains, i, pod.namespace, c.selector) for i, c in enumerate(hard)]
         spread = spread_prefilter(hard, counts)
     affinity = affinity_prefilter(pod.namespace, view.labels, view.terms, state)
     return PodCycle(pod, view, node_names(view), spread, None if affinity.skip else affinity, soft, eligible)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -46,15 +46,14 @@ from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonz
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.quantity import milli_value, value
 from draxr.core.requeue import Change, ChangeLog
-from draxr.core.spread import DomainCounts, Domains, SelectorCounts, counted, domain_counts, matching_pods
+from draxr.core.spread import SelectorCounts
+from draxr.core.spread_index import SpreadIndex
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
 
 if TYPE_CHECKING:
     from draxr.core.node_verdict import NodeVerdict
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-_COUNTED_IN_LIMIT = 4096  # label sets whose count tables are remembered (pods of one workload share one)
-_DOMAINS_LIMIT = 64  # cached domain tables, and as many count tables (each as large as the fleet)
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
 
@@ -585,19 +584,7 @@ class ClusterState:
         # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
         # nodes alone (spreading's topology domains) are valid while it stays.
         self.node_revision = 0
-        self._domains: dict[Hashable, Domains] = {}
-        # Hard spreading's per-domain counts, kept up to date as pods are placed and removed:
-        # key -> (namespace, selector, counts); dropped with the domains they count in.
-        self._domain_counts: dict[Hashable, tuple[str, Selector, DomainCounts]] = {}
-        self._domains_revision = -1
-        # Spreading scores' matching pods per (namespace, selector), kept up to date like the above;
-        # their per-domain tables are dropped when the nodes change.
-        self._selector_counts: dict[tuple[str, Selector], SelectorCounts] = {}
-        self._selector_counts_revision = -1
-        # Which of those tables count a placed pod, per (namespace, label set, terminating) as the
-        # groups below (the label set kept: its id is not reused while it is here); emptied when
-        # a table comes or goes.
-        self._counted_in: dict[tuple[str, int, bool], tuple[Labels, list[DomainCounts], list[SelectorCounts]]] = {}
+        self.spread = SpreadIndex(self)  # PodTopologySpread's index
         # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
         # labels, and the selectors of the objects that make the default spreading selector.
         # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
@@ -907,88 +894,20 @@ class ClusterState:
                 _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
                 if _tally(counts, node, sign):
                     del self._term_groups[id(pod.terms)]
-            if self._domain_counts or self._selector_counts:
-                domains, selectors = self._tables_counting(key, pod)
-                for domain in domains:
-                    domain.add(node, sign)
-                for per_selector in selectors:
-                    per_selector.add(node, sign)
+            if self.spread.counting:
+                self.spread.count(key, pod.labels, pod.deleting, node, sign)
             if pod.volumes:
                 if sign > 0:
                     self.storage.place_pod(PodVolumes(pod.uid, pod.namespace, pod.name, node, pod.volumes))
                 else:
                     self.storage.remove_pod(pod.uid)
 
-    def _tables_counting(
-        self, key: tuple[str, int, bool], pod: PodInfo
-    ) -> tuple[list[DomainCounts], list[SelectorCounts]]:
-        """The spreading count tables whose selector counts ``pod`` (``key``: its group's)."""
-        hit = self._counted_in.get(key)
-        if hit is not None and hit[0] is pod.labels:
-            return hit[1], hit[2]
-        ns, labels, deleting = pod.namespace, pod.labels, pod.deleting
-        domains = [d for n, sel, d in self._domain_counts.values() if counted(sel, n, ns, labels, deleting)]
-        selectors = [c for (n, sel), c in self._selector_counts.items() if counted(sel, n, ns, labels, deleting)]
-        if len(self._counted_in) >= _COUNTED_IN_LIMIT:
-            self._counted_in.clear()
-        self._counted_in[key] = (labels, domains, selectors)
-        return domains, selectors
-
     # ---- what inter-pod affinity and spreading read (interpod.Cluster, spread.SpreadCluster) ------
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
         return ((name, node.labels) for name, node in self.nodes.items())
 
-    def spread_domains(self, key: Hashable, build: Callable[[], Domains]) -> Domains:
-        """Spreading's topology domains for ``key`` (the constraints and what their inclusion
-        policies read of the pod), built once per node revision. Bounded: the pods of a cluster
-        come in few shapes, and a flood of distinct ones only costs a rebuild."""
-        if self._domains_revision != self.node_revision:
-            self._domains, self._domain_counts = {}, {}
-            self._counted_in.clear()
-            self._domains_revision = self.node_revision
-        found = self._domains.get(key)
-        if found is None:
-            if len(self._domains) >= _DOMAINS_LIMIT:
-                self._domains.clear()
-            found = self._domains[key] = build()
-        return found
-
-    def spread_counts(
-        self, key: Hashable, domains: Domains, index: int, namespace: str, selector: Selector
-    ) -> DomainCounts:
-        """The matching pods per domain for constraint ``index`` of the constraints ``domains``
-        was built for (``key``: spread_domains' key), counted once, then maintained by _account.
-        Call spread_domains first in the same cycle (it drops counts of outdated domains)."""
-        full = (key, index, namespace, selector)
-        found = self._domain_counts.get(full)
-        if found is None:
-            if len(self._domain_counts) >= _DOMAINS_LIMIT:
-                self._domain_counts.clear()
-            self._counted_in.clear()
-            found = self._domain_counts[full] = (
-                namespace,
-                selector,
-                domain_counts(domains, index, namespace, selector, self),
-            )
-        return found[2]
-
     def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts:
-        """The placed pods ``selector`` counts in ``namespace``, per node and per domain, counted
-        once, then maintained by _account (bounded like the domain tables)."""
-        if self._selector_counts_revision != self.node_revision:
-            for per_selector in self._selector_counts.values():
-                per_selector.reset_domains()
-            self._selector_counts_revision = self.node_revision
-        key = (namespace, selector)
-        found = self._selector_counts.get(key)
-        if found is None:
-            if len(self._selector_counts) >= _DOMAINS_LIMIT:
-                self._selector_counts.clear()
-            self._counted_in.clear()
-            found = self._selector_counts[key] = SelectorCounts(
-                matching_pods(self, selector, namespace), self.labels_of
-            )
-        return found
+        return self.spread.selector_counts(namespace, selector)
 
     def pod_groups(self) -> Iterable[PodGroup]:
         return self._groups.values()
