@@ -39,7 +39,7 @@ def build(nodes: int, devices: int, classes: int, selector: bool, workload: str 
                 "metadata": {"name": f"g{i}", "namespace": "bench"},
                 "spec": {"selector": {"matchLabels": {"app": f"g{i}"}}},
             }
-            state.upsert_workload({**rs, "kind": "ReplicaSet"})
+            state.workloads.upsert({**rs, "kind": "ReplicaSet"})
     models = [f"model-{i}" for i in range(classes)]
     for i in range(classes):
         extra = [f'device.attributes["gpu.example.com"].model == "{models[i]}"'] if selector else []

@@ -88,12 +88,12 @@ def targets(sink: Sink) -> list[Target]:
         """Only the selector is kept (the default spreading selector); list items carry no kind."""
 
         def on_upsert(obj: JSON) -> None:
-            state.upsert_workload({**obj, "kind": kind})
+            state.workloads.upsert({**obj, "kind": kind})
             sink.cluster_changed()
 
         def on_delete(obj: JSON) -> None:
             meta = obj.get("metadata") or {}
-            state.remove_workload(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            state.workloads.remove(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             sink.cluster_changed()
 
         return Target(name, resource, on_upsert, on_delete)

@@ -116,7 +116,7 @@ class _World:
         self.per_node = per_node  # also schedule on each node alone (a new node list every time)
         self.state = ClusterState()
         self.state.upsert_class(cb.gpu_class())
-        self.state.upsert_workload(
+        self.state.workloads.upsert(
             {"kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "ns"}, "spec": {"selector": {}}}
         )
         self.rv = 10

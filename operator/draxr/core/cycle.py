@@ -139,10 +139,10 @@ def prepare(pod: PodInfo, state: ClusterState) -> PodCycle:
     if not view.spread.explicit:
         defaults = state.profile.spread_defaults
         if defaults is None:  # defaultingType System
-            selector = default_selector(pod.namespace, view.labels, view.controller, state)
+            selector = default_selector(pod.namespace, view.labels, view.controller, state.workloads)
             hard, soft = (), system_default_constraints(selector)
         elif defaults:  # defaultingType List (an empty list: no default spreading)
-            selector = default_selector(pod.namespace, view.labels, view.controller, state)
+            selector = default_selector(pod.namespace, view.labels, view.controller, state.workloads)
             hard, soft = _listed_defaults(defaults, selector)
     constrained = bool(view.node_selector or view.required_node_affinity)
     everywhere = not constrained and not any(c.honor_node_taints for c in (*hard, *soft))

@@ -30,7 +30,7 @@ from draxr.core.budget import Budget
 from draxr.core.claims import special_claim_owner
 from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
-from draxr.core.labels import LabelInterner, Labels, Selector, service_selector
+from draxr.core.labels import LabelInterner, Labels, Selector
 from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
 from draxr.core.migration import (
     NODE_ANNOTATION,
@@ -49,6 +49,7 @@ from draxr.core.requeue import Change, ChangeLog
 from draxr.core.spread import SelectorCounts
 from draxr.core.spread_index import SpreadIndex
 from draxr.core.storage import PodVolumes, StorageState, Volume, pod_volumes
+from draxr.core.workloads import WorkloadSelectors
 
 if TYPE_CHECKING:
     from draxr.core.node_verdict import NodeVerdict
@@ -594,8 +595,7 @@ class ClusterState:
         # and the groups are kept up to date pod by pod rather than rebuilt per cycle.
         self._groups: dict[tuple[str, int, bool], PodGroup] = {}
         self.namespace_labels_by_name: dict[str, Labels] = {}
-        self.service_selectors: dict[str, dict[str, Selector]] = {}  # namespace -> name -> selector
-        self.controller_selectors: dict[tuple[str, str, str], tuple[str, Selector]] = {}  # (ns, kind, name)
+        self.workloads = WorkloadSelectors()  # what the default spreading selector reads
         self.image_nodes: dict[str, int] = {}  # image name -> number of nodes that have it
         self.image_sizes: dict[str, int] = {}  # image name -> its size (ImageStateSummary.Size)
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
@@ -925,12 +925,6 @@ class ClusterState:
     def namespaces(self) -> Iterable[tuple[str, Labels]]:
         return self.namespace_labels_by_name.items()
 
-    def services(self, namespace: str) -> Iterable[Selector]:
-        return (self.service_selectors.get(namespace) or {}).values()
-
-    def controller_selector(self, namespace: str, kind: str, name: str) -> tuple[str, Selector] | None:
-        return self.controller_selectors.get((namespace, kind, name))
-
     def upsert_namespace(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         labels = _labels.get(meta.get("labels"))
@@ -942,33 +936,6 @@ class ClusterState:
     def remove_namespace(self, name: str) -> None:
         if self.namespace_labels_by_name.pop(name, None) is not None:
             self.changes.record(Change.NAMESPACE)
-
-    def upsert_workload(self, obj: Mapping[str, Any]) -> None:
-        """A Service, ReplicationController, ReplicaSet or StatefulSet: only its selector is kept."""
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        ns, name, kind = str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(obj.get("kind") or "")
-        if kind == "Service":
-            selector = spec.get("selector")
-            if selector is None:
-                self.service_selectors.get(ns, {}).pop(name, None)  # nil selects nothing
-            else:
-                self.service_selectors.setdefault(ns, {})[name] = service_selector(selector)
-            return
-        try:
-            if kind == "ReplicationController":
-                found = ("set", service_selector(spec.get("selector")))
-            else:
-                found = ("requirements", Selector.from_api(spec.get("selector")))
-        except ValueError:
-            self.controller_selectors.pop((ns, kind, name), None)
-            return
-        self.controller_selectors[(ns, kind, name)] = found
-
-    def remove_workload(self, kind: str, namespace: str, name: str) -> None:
-        if kind == "Service":
-            self.service_selectors.get(namespace, {}).pop(name, None)
-        else:
-            self.controller_selectors.pop((namespace, kind, name), None)
 
     def assume_pod(self, uid: str, node: str) -> None:
         info = self.pods.get(uid)

@@ -69,7 +69,7 @@ def build_state(case: Mapping[str, Any]) -> ClusterState:
         state.upsert_namespace(ns)
     for field, kind in _WORKLOAD_KINDS.items():
         for obj in case.get(field) or ():
-            state.upsert_workload({**obj, "kind": kind})
+            state.workloads.upsert({**obj, "kind": kind})
     for node in case.get("nodes") or ():
         state.upsert_node(node)
     build_storage(case, state.storage)  # before the pods: ClusterState gives it their volumes
