@@ -21,7 +21,9 @@ never fits: its pods must carry a true FailedScheduling). A priority mix: Priori
 (0), chaos-never (1000, preemptionPolicy Never) and chaos-high (100000); a never-scaled low
 Deployment of 1-device pods (``fill_share`` of the devices) keeps the devices nearly taken, the
 scaled Deployments alternate low and never, a share of the Jobs is never, and a stream of high
-Jobs mostly fits only by evicting.
+Jobs mostly fits only by evicting. So that the preemption checks never go vacuous by chance, a wave
+(``wave``: so many seconds into the faults, so many pods) of high pods that each take a whole node
+comes at once: with the devices nearly taken, most of them fit only by evicting.
 
 Faults, one at a time, in a seeded random order (each kind once per round), with random gaps, now
 and then a long quiet one: SIGKILL of the leader; SIGSTOP of the leader for longer than the lease,
@@ -272,6 +274,7 @@ class Config:
     never_job_share: float = 0.25  # of those Jobs, the share of priority class chaos-never (the rest chaos-low)
     high_every: tuple[float, float] = (1.5, 4.0)  # a chaos-high Job every so many seconds
     high_max_parallelism: int = 3
+    wave: tuple[float, int] | None = None  # (seconds into the faults, pods): high pods of a whole node each
     fill_share: float = 0.5  # a chaos-low Deployment of 1-device pods asks for this share of the devices
     deployments: tuple[int, ...] = (1, 2, 1, 2)  # devices per pod of each scaled Deployment
     deployment_max: int = 40
@@ -300,6 +303,9 @@ class Config:
             job_max_parallelism=2,
             high_every=(6.0, 12.0),
             high_max_parallelism=2,
+            # The random high Jobs made 5 preemptors at seed 135904 (12-17 at others): the wave of
+            # half the nodes' worth of whole-node pods adds about as many again at every seed.
+            wave=(45.0, 8),
             fill_share=0.6,  # with the rest, more than the devices most of the time: high pods must evict
             deployments=(1, 2),
             deployment_max=6,
@@ -732,6 +738,17 @@ class Workload:
             run_for = self.rng.choice(["5s", "8s", "10s"])
             self.high_jobs += 1
             await self._create_job(f"high-{self.high_jobs:05d}", parallelism, parallelism, count, run_for, HIGH)
+        await asyncio.gather(*list(self.creating))
+
+    async def wave_at(self, t_faults: float) -> None:
+        """The wave of whole-node high pods (Config.wave), once; it draws nothing from the seeded
+        random numbers, so the faults and the rest of the workload replay as without it."""
+        if self.cfg.wave is None:
+            return
+        after, pods = self.cfg.wave
+        await asyncio.sleep(max(0.0, t_faults + after - time.monotonic()))
+        log(f"wave: {pods} high pods of {self.cfg.devices} devices each")
+        await self._create_job("wave", pods, pods, self.cfg.devices, "8s", HIGH)
         await asyncio.gather(*list(self.creating))
 
     async def scale_loop(self, until: float) -> None:
@@ -2145,6 +2162,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             asyncio.create_task(workload.jobs_loop(until), name="jobs"),
             asyncio.create_task(workload.scale_loop(until), name="scaling"),
             asyncio.create_task(workload.high_loop(until), name="high"),
+            asyncio.create_task(workload.wave_at(t_faults), name="wave"),
         ]
         try:
             chaos_task = asyncio.create_task(chaos.run(until), name="chaos")
