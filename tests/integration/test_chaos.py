@@ -47,6 +47,8 @@ async def test_chaos_run_breaks_no_invariant() -> None:
     # half the fewest seen at CI size (a frozen copy of the tree at 27d9562, 2 cores with a load
     # average of 8-17 from other work, 2026-12-06: seed 886190 14 preemptors and 20 victims, seed 11
     # 13 and 10, then 17 and 34; bench/NOTEBOOK.md, 2026-12-05: seed 11 12 and 17, seed 5 16 and 25).
+    # The random high Jobs alone once made 5 and 4 (seed 135904, CI of 077a9d8): since then the CI
+    # size has a wave of whole-node high pods (Config.wave), which made 20 and 45 at that seed.
     assert result["preemptions"] >= 6
     assert result["preemption_victims"] >= 5
     assert result["checked"]["victims"] > 0
