@@ -384,9 +384,20 @@ class Binder:
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
         if check:
-            kept = ((answer.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-            if kept != claim_name:
-                log.error("pod status dropped by the API server", pod=pod.key, why=STATUS_DROPPED)
+            written = (answer.get("status") or {}).get("extendedResourceClaimStatus")
+            if written is None:
+                # The field itself is gone: kube-scheduler without the gate would not have served
+                # the pod's extended resources by DRA either; from now on neither does draxr.
+                log.error(
+                    "pod status dropped by the API server; extended resources are scheduled as node "
+                    "resources from now on (until draxr restarts)",
+                    pod=pod.key,
+                    why=STATUS_DROPPED,
+                )
+                self.state.extended_resources_off()
+                raise BindingFailed("write pod status", STATUS_DROPPED)
+            if written.get("resourceClaimName") != claim_name:
+                log.error("pod status not kept by the API server", pod=pod.key, found=written)
                 raise BindingFailed("write pod status", STATUS_DROPPED)
             self.status_kept = True
 

@@ -34,6 +34,7 @@ from draxr.kube import (
     DEVICE_CLASSES,
     EVENTS,
     NAMESPACES,
+    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
@@ -516,7 +517,9 @@ async def test_gate_off_is_refused_cleanly(site: Site, names: str, tmp_path: Pat
     DeviceClass.spec.extendedResourceName and pod.status.extendedResourceClaimStatus without an
     error. A pod asking for a class's implicit name would be bound without the status (and run
     without its devices): draxr fails the binding instead, deletes the claim, leaves the pod
-    Pending with a FailedScheduling event that names the gate. 1.37: the gate is locked on."""
+    Pending with a FailedScheduling event that names the gate; from then on it schedules as
+    kube-scheduler does with the gate off (extended resources are nodes' own: upstream's exact
+    Unschedulable condition, for the implicit and the explicit name). 1.37: the gate is locked on."""
     v = site.version
     gates = "DRAExtendedResource=false" if not v.gates else ""
     options = Options(scheduler=False, kwok=True, kcm_controllers=NO_CLAIM_CONTROLLER, feature_gates=gates)
@@ -558,5 +561,25 @@ async def test_gate_off_is_refused_cleanly(site: Site, names: str, tmp_path: Pat
                         return not await kube.list(RESOURCE_CLAIMS, names)
 
                     await draxr.until(rolled_back)
+                    # Then as kube-scheduler with the gate off (test/integration/dra/extendedresource.go):
+                    # the implicit and the explicit name are a node's own resources, which no node has.
+                    explicit = f"{names}.example.com/gpu"
+                    await kube.create(PODS, pod("q", {explicit: "1"}, scheduler=SCHEDULER), names)
+                    n = len(await kube.list(NODES))
+                    for name, resource in (("p", implicit), ("q", explicit)):
+                        want = (
+                            f"0/{n} nodes are available: {n} Insufficient {resource}. preemption: 0/{n} nodes "
+                            f"are available: {n} Preemption is not helpful for scheduling."
+                        )
+
+                        async def unschedulable(name: str = name, want: str = want) -> bool:
+                            got = await kube.get(PODS, name, names)
+                            return any(
+                                (c["type"], c["status"], c.get("reason"), c.get("message"))
+                                == ("PodScheduled", "False", "Unschedulable", want)
+                                for c in got["status"].get("conditions") or ()
+                            )
+
+                        await draxr.until(unschedulable)
             finally:
                 draxr.stop()

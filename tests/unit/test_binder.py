@@ -13,10 +13,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draxr.binder import STATUS_DROPPED, Binder, BindingFailed
 from draxr.core.allocator import DEFAULT_FEATURES
-from draxr.core.placement import Decision, schedule
+from draxr.core.placement import Decision, Unschedulable, schedule
 from draxr.core.state import ClusterState
 
-from .cluster_builders import cluster, pod
+from . import cluster_builders as cb
+from .cluster_builders import GPU, cluster, pod
 
 
 class Api:
@@ -185,6 +186,16 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
     assert api.deleted == ["p-extended-resources-x"]
     assert api.asked == [True]
     assert not binder.status_kept
+    # As kube-scheduler with the gate off: the extended resource is a node's own from now on, so the
+    # pod's next attempt gets upstream's "Insufficient" (integration/dra/extendedresource.go), and a
+    # DeviceClass that comes later maps nothing.
+    assert not state.dra_extended_resources
+    assert GPU not in state.mapping
+    state.upsert_class(cb.gpu_class("late"))
+    assert GPU not in state.mapping
+    again = schedule(info, state, features=DEFAULT_FEATURES)
+    assert isinstance(again, Unschedulable)
+    assert again.message == f"0/1 nodes are available: 1 Insufficient {GPU}."  # (PostFilter adds preemption's)
 
     kept = DroppingStatus(drop=False)
     state = cluster({"n1": 4})
@@ -197,3 +208,4 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
         await binder.bind(info, decision)
     assert kept.asked == [True, False]
     assert binder.status_kept
+    assert state.dra_extended_resources

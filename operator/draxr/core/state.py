@@ -560,6 +560,9 @@ class ClusterState:
         self.classes: dict[str, Mapping[str, Any]] = {}
         self._slice_versions: dict[str, str | None] = {}  # slice name -> resourceVersion in the inventory
         self.overrides: tuple[OverrideMapping, ...] = ()
+        # False once kube-apiserver dropped a pod's status.extendedResourceClaimStatus (it runs
+        # without DRAExtendedResource): no extended resource is served by DRA from then on.
+        self.dra_extended_resources = True
         self.mapping: ExtendedResourceMapping = build_mapping(())
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
         # PVs, claims, classes, CSI objects, and the placed pods' volumes (the volume plugins).
@@ -990,9 +993,20 @@ class ClusterState:
         self.overrides = tuple(overrides)
         self._remap()
 
+    def extended_resources_off(self) -> None:
+        """kube-apiserver runs without DRAExtendedResource: every extended resource is a node's own
+        from now on (an empty mapping), as kube-scheduler runs with the gate off, so that a pod
+        asking for one gets its "Insufficient" reason rather than a binding that cannot succeed."""
+        if self.dra_extended_resources:
+            self.dra_extended_resources = False
+            self._remap()
+
     def _remap(self) -> None:
         # Recomputed from the full list: the upstream incremental cache drops names on rename.
-        self.mapping = build_mapping(self.classes.values(), self.overrides)
+        if self.dra_extended_resources:
+            self.mapping = build_mapping(self.classes.values(), self.overrides)
+        else:
+            self.mapping = build_mapping(())
         self.changes.record(Change.CLASS)
 
     def upsert_claim(self, claim: Mapping[str, Any] | ClaimInfo) -> bool:
