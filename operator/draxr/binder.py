@@ -46,7 +46,7 @@ from draxr.core import claims as shape
 from draxr.core.claims import assumed_claim_key
 from draxr.core.placement import Decision
 from draxr.core.plugins.dynamic_resources import ClaimDecision
-from draxr.core.state import ClusterState, PodInfo, without_managed_fields
+from draxr.core.state import GATE_RECHECK_SECONDS, ClusterState, PodInfo, without_managed_fields
 from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
 from draxr.core.volumes import binding_progress
 from draxr.events import Recorder
@@ -97,9 +97,6 @@ class Binder:
     slots: asyncio.Semaphore | None = None
     volume_bind_timeout: float = 600.0
     volume_poll: float = VOLUME_POLL_SECONDS
-    # The API server kept a pod status written here (STATUS_DROPPED): from then on the status
-    # patch's answer, a whole pod, is not decoded.
-    status_kept: bool = False
 
     def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self.slots if self.slots is not None else contextlib.nullcontext()
@@ -376,30 +373,29 @@ class Binder:
 
     async def _patch_pod_status(self, pod: PodInfo, claim_name: str, decision: Decision) -> None:
         patch = shape.pod_status_patch(claim_name, [m.to_api() for m in decision.mappings])
-        check = not self.status_kept  # (after that, its answer is not read: the pods watch brings it)
         try:
+            # Every answer is read (a pod, decoded in microseconds): 1.36 lets an admin turn the
+            # gate off, restarting kube-apiserver under a running draxr.
             answer = await self.kube.patch(
-                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH, answer=check
+                PODS, pod.name, patch, pod.namespace, subresource="status", content_type=MERGE_PATCH
             )
         except ApiException as e:
             raise BindingFailed("write pod status", api_message(e), pod_gone=e.status == 404) from e
-        if check:
-            written = (answer.get("status") or {}).get("extendedResourceClaimStatus")
-            if written is None:
-                # The field itself is gone: kube-scheduler without the gate would not have served
-                # the pod's extended resources by DRA either; from now on neither does draxr.
-                log.error(
-                    "pod status dropped by the API server; extended resources are scheduled as node "
-                    "resources from now on (until draxr restarts)",
-                    pod=pod.key,
-                    why=STATUS_DROPPED,
-                )
-                self.state.extended_resources_off()
-                raise BindingFailed("write pod status", STATUS_DROPPED)
-            if written.get("resourceClaimName") != claim_name:
-                log.error("pod status not kept by the API server", pod=pod.key, found=written)
-                raise BindingFailed("write pod status", STATUS_DROPPED)
-            self.status_kept = True
+        written = (answer.get("status") or {}).get("extendedResourceClaimStatus")
+        if written is None:
+            # The field itself is gone: kube-scheduler without the gate would not have served the
+            # pod's extended resources by DRA either; for a while neither does draxr.
+            log.error(
+                "pod status dropped by the API server; extended resources are scheduled as node resources "
+                f"for {GATE_RECHECK_SECONDS:.0f} s, then a pod tries again",
+                pod=pod.key,
+                why=STATUS_DROPPED,
+            )
+            self.state.extended_resources_off(time.monotonic())
+            raise BindingFailed("write pod status", STATUS_DROPPED)
+        if written.get("resourceClaimName") != claim_name:
+            log.error("pod status not kept by the API server", pod=pod.key, found=written)
+            raise BindingFailed("write pod status", STATUS_DROPPED)
 
     async def _clear_pod_status(self, pod: PodInfo, claim_name: str) -> None:
         """A lost binding race (adoption mode: kube-scheduler bound the pod first) must not leave the

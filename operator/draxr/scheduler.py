@@ -262,6 +262,7 @@ class Scheduler:
             self.heartbeat = time.monotonic()
             self._turn = max(self._turn, self.queue.woke_at)
             self._publish_queue_depth()
+            self.state.recheck_extended_resources(self.heartbeat)
             pod = self.state.pods.get(uid)
             if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from draxr.core.node_verdict import NodeVerdict
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+GATE_RECHECK_SECONDS = 300.0  # extended resources as nodes' own after a dropped pod status, this long
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
 
@@ -563,6 +564,7 @@ class ClusterState:
         # False once kube-apiserver dropped a pod's status.extendedResourceClaimStatus (it runs
         # without DRAExtendedResource): no extended resource is served by DRA from then on.
         self.dra_extended_resources = True
+        self._dra_off_at = 0.0
         self.mapping: ExtendedResourceMapping = build_mapping(())
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
         # PVs, claims, classes, CSI objects, and the placed pods' volumes (the volume plugins).
@@ -993,12 +995,21 @@ class ClusterState:
         self.overrides = tuple(overrides)
         self._remap()
 
-    def extended_resources_off(self) -> None:
+    def extended_resources_off(self, now: float) -> None:
         """kube-apiserver runs without DRAExtendedResource: every extended resource is a node's own
-        from now on (an empty mapping), as kube-scheduler runs with the gate off, so that a pod
-        asking for one gets its "Insufficient" reason rather than a binding that cannot succeed."""
+        (an empty mapping), as kube-scheduler runs with the gate off, so that a pod asking for one
+        gets its "Insufficient" reason rather than a binding that cannot succeed. For
+        GATE_RECHECK_SECONDS (``now``: a monotonic clock): the gate comes back with a restart of
+        kube-apiserver, which draxr cannot see, so then the next pod's binding looks again."""
+        self._dra_off_at = now
         if self.dra_extended_resources:
             self.dra_extended_resources = False
+            self._remap()
+
+    def recheck_extended_resources(self, now: float) -> None:
+        """Serve extended resources by DRA again once GATE_RECHECK_SECONDS have passed."""
+        if not self.dra_extended_resources and now - self._dra_off_at >= GATE_RECHECK_SECONDS:
+            self.dra_extended_resources = True
             self._remap()
 
     def _remap(self) -> None:
