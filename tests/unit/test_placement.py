@@ -577,11 +577,24 @@ def test_supported_lookalikes_are_scheduled() -> None:
     assert isinstance(run(s, p), Decision)
 
 
-def test_no_field_is_unsupported_any_more() -> None:
+def test_no_field_but_a_scheduling_group_is_unsupported() -> None:
     """The webhook and adoption take pods with persistent volumes and claims of their own."""
     volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     p = pod("web", volumes=volumes, resourceClaims=[{"name": "x", "resourceClaimTemplateName": "t"}])
     assert unsupported_fields(p) == []
+
+
+def test_a_pod_group_member_is_not_placed_alone() -> None:
+    """A pod of a PodGroup (spec.schedulingGroup, GenericWorkload): kube-scheduler places the group
+    all or nothing; draxr does not place its pods one by one (they would hold devices while their
+    peers wait): unresolvable, with a reason that says why."""
+    s = cluster({"n1": 2})
+    p = pod("worker-0", gpus=1, schedulingGroup={"podGroupName": "train"})
+    assert unsupported_fields(p) == ["spec.schedulingGroup (gang scheduling)"]
+    r = rejected(run(s, p))
+    assert r.unresolvable
+    assert r.message == "draxr does not support spec.schedulingGroup (gang scheduling) yet"
+    assert isinstance(run(s, pod("solo", gpus=1)), Decision)
 
 
 @pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])

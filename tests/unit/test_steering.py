@@ -166,8 +166,8 @@ PVC = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
 def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No field is unsupported today: a made-up one keeps the webhook's "never strand a pod" rule
-    (issue 15 item 0) tested."""
+    """A made-up field keeps the webhook's "never strand a pod" rule (issue 15 item 0) tested
+    whatever draxr learns to run."""
     from draxr.core import steering
 
     field = "spec.madeUp"
@@ -180,6 +180,15 @@ def test_a_pod_with_a_field_draxr_cannot_schedule_is_neither_steered_nor_adopted
     assert any(u.startswith(field) for u in verdict.unsupported), verdict.unsupported
     assert field in verdict.reason
     assert "example.com/gpu -> DeviceClass gpu.example.com" in verdict.reason
+    assert not adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, **extra), MAPPING)
+
+
+def test_a_pod_group_member_is_neither_steered_nor_adopted() -> None:
+    """Gang pods stay with kube-scheduler (GangScheduling places the group all or nothing)."""
+    extra = {"schedulingGroup": {"podGroupName": "train"}}
+    verdict = admission_verdict(pod({"example.com/gpu": "1"}, **extra), MAPPING)
+    assert (verdict.steer, verdict.result) == (False, "unsupported")
+    assert verdict.unsupported == ("spec.schedulingGroup (gang scheduling)",)
     assert not adoptable(pod({"example.com/gpu": "1"}, status=UNSCHEDULABLE, **extra), MAPPING)
 
 

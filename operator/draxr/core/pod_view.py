@@ -168,11 +168,17 @@ VOLUMES_UNSUPPORTED = "spec.volumes (persistent volume claims may be bound to zo
 CLAIMS_UNSUPPORTED = "spec.resourceClaims (ResourceClaims next to extended resources)"
 
 
+# A pod of a PodGroup (GenericWorkload, 1.36+): kube-scheduler places the group all or nothing
+# (GangScheduling); placed alone, its pods would hold devices while their peers wait.
+SCHEDULING_GROUP = "spec.schedulingGroup (gang scheduling)"
+
+
 def unsupported_fields(pod: Mapping[str, Any]) -> list[str]:
     """Scheduling features draxr does not implement: such pods stay Pending rather than be
-    misplaced (and the webhook and adoption leave them to kube-scheduler). None today: persistent
-    volumes and the pod's own ResourceClaims are bound by the operator's binder."""
-    return []
+    misplaced (and the webhook and adoption leave them to kube-scheduler). Persistent volumes and
+    the pod's own ResourceClaims are bound by the operator's binder; a PodGroup's pods are not
+    placed yet."""
+    return [SCHEDULING_GROUP] if (pod.get("spec") or {}).get("schedulingGroup") else []
 
 
 @dataclass(frozen=True, slots=True)
