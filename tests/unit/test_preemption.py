@@ -350,7 +350,7 @@ def _snapshot(s: ClusterState) -> tuple[Any, ...]:
     return (
         {n: (dict(u.requested), u.pods) for n, u in s.usage.items()},
         {n: list(p) for n, p in s.placed.items()},
-        {k: sorted(g.nodes.items()) for k, g in s._groups.items()},
+        sorted((g.namespace, sorted(g.labels.items()), g.deleting, sorted(g.nodes.items())) for g in s.label_groups()),
     )
 
 

@@ -95,8 +95,8 @@ class Afresh:
     def node_labels(self) -> Iterable[tuple[str, Labels]]:
         return self.state.node_labels()
 
-    def pod_groups(self) -> Iterable[SpreadGroup]:
-        return self.state.pod_groups()
+    def label_groups(self) -> Iterable[SpreadGroup]:
+        return self.state.label_groups()
 
     def labels_of(self, node: str) -> Labels | None:
         return self.state.labels_of(node)

@@ -96,7 +96,7 @@ def pod_terms(pod: Mapping[str, Any]) -> PodTerms | None:
     )
 
 
-class PodGroupLike(Protocol):
+class LabelGroupLike(Protocol):
     @property
     def namespace(self) -> str: ...
     @property
@@ -113,7 +113,7 @@ class Cluster(Protocol):
         their (shared) terms: how many on each node."""
         ...
 
-    def pod_groups(self) -> Iterable[PodGroupLike]:
+    def label_groups(self) -> Iterable[LabelGroupLike]:
         """The placed pods grouped by namespace and label set: how many on each node."""
         ...
 
@@ -199,7 +199,7 @@ def affinity_prefilter(namespace: str, labels: Labels, terms: PodTerms | None, c
                 if t.topology_key in node_labels:
                     _bump(state.existing_anti, (t.topology_key, node_labels[t.topology_key]), count)
     if affinity or anti:  # the incoming pod's terms, matched once per group of pods with equal labels
-        for group in cluster.pod_groups():
+        for group in cluster.label_groups():
             all_match = _all_match(affinity, group.namespace, group.labels)
             anti_terms = [t for t in anti if t.matches(group.namespace, group.labels, None)]
             if not all_match and not anti_terms:
@@ -253,7 +253,7 @@ def affinity_scores(
         per_key[value] = per_key.get(value, 0) + weight
 
     if has_constraints:  # the incoming pod's preferred terms, matched once per group
-        for group in cluster.pod_groups():
+        for group in cluster.label_groups():
             keyed = [
                 (w.term.topology_key, sign * w.weight)
                 for sign, terms in ((1, preferred), (-1, preferred_anti))

@@ -137,7 +137,7 @@ class SpreadGroup(Protocol):
 
 class SpreadCluster(Protocol):
     def node_labels(self) -> Iterable[tuple[str, Labels]]: ...
-    def pod_groups(self) -> Iterable[SpreadGroup]: ...
+    def label_groups(self) -> Iterable[SpreadGroup]: ...
     def labels_of(self, node: str) -> Labels | None: ...
     def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts: ...
 
@@ -154,7 +154,7 @@ def matching_pods(cluster: SpreadCluster, selector: Selector, namespace: str) ->
     out: dict[str, int] = {}
     if selector.empty:
         return out
-    for group in cluster.pod_groups():
+    for group in cluster.label_groups():
         if group.deleting or group.namespace != namespace or not selector.matches(group.labels):
             continue
         for node, count in group.nodes.items():

@@ -42,6 +42,7 @@ from draxr.core.migration import (
     is_adoption_claim,
     parse_record,
 )
+from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.quantity import milli_value, value
@@ -479,26 +480,6 @@ class ClaimInfo:
         )
 
 
-def _tally(nodes: dict[str, int], node: str, delta: int) -> bool:
-    """Add ``delta`` to the node's count (dropped at 0); True when no node is left."""
-    count = nodes.get(node, 0) + delta
-    if count > 0:
-        nodes[node] = count
-    else:
-        nodes.pop(node, None)
-    return not nodes
-
-
-@dataclass(slots=True)
-class PodGroup:
-    """Placed pods that share a namespace, a label set and whether they are terminating."""
-
-    namespace: str
-    labels: Labels
-    deleting: bool
-    nodes: dict[str, int]  # node -> how many of them are on it
-
-
 @dataclass
 class NodeUsage:
     """Requests of the non-terminal pods on a node (bound, or assumed by a cycle)."""
@@ -591,14 +572,9 @@ class ClusterState:
         # nodes alone (spreading's topology domains) are valid while it stays.
         self.node_revision = 0
         self.spread = SpreadIndex(self)  # PodTopologySpread's index
-        # Inter-pod affinity and spreading: the placed pods (bound or assumed) in groups, namespaces'
-        # labels, and the selectors of the objects that make the default spreading selector.
-        # Placed pods with inter-pod terms, by their (interned, so shared) terms: node -> count.
-        self._term_groups: dict[int, tuple[PodTerms, dict[str, int]]] = {}
-        # Placed pods grouped by (namespace, label set, terminating): how many on each node. A
-        # selector is then matched once per group (the pods of one ReplicaSet or Job share labels),
-        # and the groups are kept up to date pod by pod rather than rebuilt per cycle.
-        self._groups: dict[tuple[str, int, bool], PodGroup] = {}
+        # Inter-pod affinity and spreading: the placed pods (bound or assumed) in label groups and by
+        # inter-pod terms, and namespaces' labels.
+        self.placed_groups = PlacedPods()
         self.namespace_labels_by_name: dict[str, Labels] = {}
         self.workloads = WorkloadSelectors()  # what the default spreading selector reads
         self.image_nodes: dict[str, int] = {}  # image name -> number of nodes that have it
@@ -890,15 +866,7 @@ class ClusterState:
             self.usage.setdefault(node, NodeUsage()).apply(pod, sign)
             self.touch_node(node)
             key = (pod.namespace, id(pod.labels), pod.deleting)
-            group = self._groups.get(key)
-            if group is None:
-                group = self._groups[key] = PodGroup(pod.namespace, pod.labels, pod.deleting, {})
-            if _tally(group.nodes, node, sign):
-                del self._groups[key]
-            if pod.terms is not None:
-                _, counts = self._term_groups.setdefault(id(pod.terms), (pod.terms, {}))
-                if _tally(counts, node, sign):
-                    del self._term_groups[id(pod.terms)]
+            self.placed_groups.count(key, pod.labels, pod.terms, node, sign)
             if self.spread.counting:
                 self.spread.count(key, pod.labels, pod.deleting, node, sign)
             if pod.volumes:
@@ -914,15 +882,15 @@ class ClusterState:
     def selector_counts(self, namespace: str, selector: Selector) -> SelectorCounts:
         return self.spread.selector_counts(namespace, selector)
 
-    def pod_groups(self) -> Iterable[PodGroup]:
-        return self._groups.values()
+    def label_groups(self) -> Iterable[LabelGroup]:
+        return self.placed_groups.groups()
 
     def labels_of(self, node: str) -> Labels | None:
         info = self.nodes.get(node)
         return info.labels if info is not None else None
 
     def term_groups(self) -> Iterable[tuple[PodTerms, Mapping[str, int]]]:
-        return self._term_groups.values()
+        return self.placed_groups.term_groups()
 
     def namespace_labels(self, namespace: str) -> Labels | None:
         return self.namespace_labels_by_name.get(namespace)
