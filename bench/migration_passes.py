@@ -49,7 +49,7 @@ def _settled(nodes: int, devices: int) -> ClusterState:
             )
             pods[name] = i
         held = {("dp", name): {GPU: [f"{node}-gpu-{i}"]} for name, i in pods.items()}
-        state.upsert_record(fake_record(node, held, observed=OBSERVED))
+        state.adoption.upsert_record(fake_record(node, held, observed=OBSERVED))
     for p in plans(state, NOW).values():
         for claim in p.create:
             state.upsert_claim({**claim.body(), "status": claim.status()})
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=10)
     args = ap.parse_args()
     state = _settled(args.nodes, args.devices)
-    adopted = sum(len(c) for c in state.adoption_claims().values())
+    adopted = sum(len(c) for c in state.adoption.claims_by_node().values())
     print(f"{args.nodes} nodes x {args.devices} devices, {adopted} adoption claims, every record fresh")
     for label, memo in (("without the memo", None), ("with the memo", Memo())):
         first = plans(state, NOW, memo=memo)  # (fills the memo)

@@ -131,7 +131,7 @@ class Operator:  # implements handlers.Sink
         self.scheduler.pod_changed(info, old)
         if info.terminal and info.uid in self.state.special_claims:
             self._release_wake.set()
-        if info.terminal and info.uid in self.state.adopted and self.leading:
+        if info.terminal and info.uid in self.state.adoption.adopted and self.leading:
             self.migrator.pod_ended(info.uid)  # its adoption claim goes at once
         if info.node_name and self.state.identities():  # (a device-plugin pod placed: a fence to write)
             self.migrator.nudge()
@@ -140,7 +140,7 @@ class Operator:  # implements handlers.Sink
     def pod_deleted(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
         self.state.remove_pod(uid)
-        if uid in self.state.adopted and self.leading:
+        if uid in self.state.adoption.adopted and self.leading:
             self.migrator.pod_ended(uid)
         self.scheduler.pod_deleted(uid)
         if uid in self.state.special_claims:
@@ -176,13 +176,13 @@ class Operator:  # implements handlers.Sink
             self.webhook.mapping_changed()
 
     def record_upserted(self, obj: dict[str, Any]) -> None:
-        found = self.state.upsert_record(obj)
+        found = self.state.adoption.upsert_record(obj)
         if isinstance(found, str):
             log.warning("device-plugin record not readable", node=obj["metadata"]["name"], reason=found)
         self.migrator.nudge()
 
     def record_deleted(self, obj: dict[str, Any]) -> None:
-        self.state.remove_record(obj["metadata"]["name"])
+        self.state.adoption.remove_record(obj["metadata"]["name"])
         self.migrator.nudge()
 
     def mapping_upserted(self, obj: dict[str, Any]) -> None:

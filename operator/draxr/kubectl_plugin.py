@@ -170,7 +170,7 @@ async def _migration(args: argparse.Namespace, kube: Kube) -> str:
     installed = True
     try:
         for record in await kube.list(RECORDS):
-            state.upsert_record(record)
+            state.adoption.upsert_record(record)
     except ApiException as e:
         if e.status != 404:  # 404: the CRD is not installed (no node agent)
             raise

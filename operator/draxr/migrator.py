@@ -101,14 +101,14 @@ def plans(
     inputs are those of its last plan, and that plan wrote nothing, is not planned again (the
     periodic passes over hundreds of settled nodes cost next to nothing)."""
     ids = state.identities()
-    claims = state.adoption_claims()
+    claims = state.adoption.claims_by_node()
     holds = _holds(state)
     out: dict[str, Plan] = {}
-    nodes = sorted(set(claims) | set(state.device_plugin_records))
+    nodes = sorted(set(claims) | set(state.adoption.records))
     for node in nodes:
         node_claims = claims.get(node, {})
         existing = {key: c.adoption for key, c in node_claims.items()}
-        record = state.device_plugin_records.get(node)
+        record = state.adoption.records.get(node)
         if isinstance(record, NodeRecord) and not record.stale(now) and node in state.nodes:
             inputs = Inputs(
                 (record, state.mapping, *node_claims.values()),
@@ -188,11 +188,11 @@ def fences(
             pod = state.pods[uid]
             if got_dra_devices(state, pod):
                 continue
-            adopted = state.adopted.get(uid)
+            adopted = state.adoption.adopted.get(uid)
             for resource in ids:
                 if pod.units.get(resource) and (adopted is None or resource not in adopted):
                     unadopted.append(Unadopted(pod.namespace, pod.name, resource, epoch(pod.created)))
-        record = state.device_plugin_records.get(node)
+        record = state.adoption.records.get(node)
         devices, why = fenced(node, record, now, unadopted, ids, _devices(state, node, ids, features))
         if devices:
             out[node] = (devices, why)
@@ -252,7 +252,7 @@ def report(
     (else a missing record says why); ``rules``: draxr's DeviceTaintRules (None: not served)."""
     ids = state.identities()
     adopted_by: dict[str, str] = {}
-    for claims in state.adoption_claims().values():
+    for claims in state.adoption.claims_by_node().values():
         for key, c in claims.items():
             if c.adopts is not None:
                 adopted_by[c.adopts[0]] = key
@@ -274,7 +274,7 @@ def report(
             rules_on.setdefault(found.node, []).append(found)
     out: list[NodeReport] = []
     for node in sorted(set(held) | set(per_node) | set(rules_on)):
-        record = state.device_plugin_records.get(node)
+        record = state.adoption.records.get(node)
         if record is None:
             seen = "missing" if records_installed else f"missing: {RECORD_CRD_MISSING}"
         elif isinstance(record, str):
@@ -527,7 +527,7 @@ class Migrator:
         progress (which may be writing thousands of others)."""
         keys = [
             k
-            for claims in self.state.adoption_claims().values()
+            for claims in self.state.adoption.claims_by_node().values()
             for k, c in claims.items()
             if c.adopts and c.adopts[0] == uid
         ]
@@ -626,7 +626,7 @@ class Migrator:
 
     def _publish(self, unmatched: list[Unmatched]) -> None:
         adopted: Counter[str] = Counter()
-        for claims in self.state.adoption_claims().values():
+        for claims in self.state.adoption.claims_by_node().values():
             for c in claims.values():
                 if c.adoption is not None:
                     for resource, _, devs in c.adoption.requests:

@@ -368,8 +368,8 @@ def test_without_a_record_every_device_of_the_class_on_the_node_is_fenced() -> N
 
 def test_a_fresh_record_fences_exactly_the_devices_of_pods_not_adopted_yet() -> None:
     state = _migrating()
-    state.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
-    observed = state.device_plugin_records["n1"]
+    state.adoption.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
+    observed = state.adoption.records["n1"]
     assert isinstance(observed, NodeRecord)
     assert _fences(state, observed.observed) == {"n1": frozenset({_dev("gpu-1")})}
     _adopt(state, "gpu-1")
@@ -378,14 +378,14 @@ def test_a_fresh_record_fences_exactly_the_devices_of_pods_not_adopted_yet() -> 
 
 def test_a_stale_record_an_unmatched_id_or_an_unlisted_pod_fence_the_whole_class() -> None:
     state = _migrating()
-    state.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
-    observed = state.device_plugin_records["n1"]
+    state.adoption.upsert_record(record(pods=[("ns", "old", ["n1-gpu-1"])]))
+    observed = state.adoption.records["n1"]
     assert isinstance(observed, NodeRecord)
     both = {"n1": frozenset({_dev("gpu-0"), _dev("gpu-1")})}
     assert _fences(state, observed.observed + 4 * observed.refresh_seconds) == both  # stale
-    state.upsert_record(record(pods=[("ns", "old", ["GPU-elsewhere"])]))
+    state.adoption.upsert_record(record(pods=[("ns", "old", ["GPU-elsewhere"])]))
     assert _fences(state, observed.observed) == both  # an ID that matches no device
-    state.upsert_record(record(pods=[("ns", "other", ["n1-gpu-1"])]))
+    state.adoption.upsert_record(record(pods=[("ns", "other", ["n1-gpu-1"])]))
     assert _fences(state, observed.observed) == both  # the record does not list "old"
 
 

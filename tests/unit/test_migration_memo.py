@@ -38,7 +38,7 @@ def _state() -> Any:
         state.upsert_pod(pod(name, uid=f"uid-{name}", gpus=1, node_name=node, phase="Running", scheduler="x"))
         held[node][name] = i // 2
     for node in NODES:
-        state.upsert_record(record(node, held[node], 1))
+        state.adoption.upsert_record(record(node, held[node], 1))
     return state
 
 
@@ -62,7 +62,7 @@ def test_a_settled_node_is_not_planned_again_until_something_it_reads_changes() 
     state.upsert_pod(pod("a", uid="uid-a", gpus=1, node_name="n1", phase="Succeeded", scheduler="x"))
     after = plans(state, NOW, memo=memo)
     assert after["n2"] is first["n2"]
-    a_claim = [k for k, c in state.adoption_claims()["n1"].items() if c.adopts and c.adopts[0] == "uid-a"]
+    a_claim = [k for k, c in state.adoption.claims_by_node()["n1"].items() if c.adopts and c.adopts[0] == "uid-a"]
     assert len(a_claim) == 1
     assert after["n1"].delete == a_claim  # its pod ended: planned again
 
@@ -93,7 +93,7 @@ def test_the_memo_never_changes_what_a_pass_writes(steps: list[tuple[str, Any]])
     for kind, arg in steps:
         if kind == "record":
             node, held = arg
-            state.upsert_record(record(node, held, version))
+            state.adoption.upsert_record(record(node, held, version))
             version += 1
         elif kind == "phase":
             name, phase = arg
@@ -113,7 +113,7 @@ def test_the_memo_never_changes_what_a_pass_writes(steps: list[tuple[str, Any]])
                 cls["metadata"]["annotations"] = {ID_ATTRIBUTE_ANNOTATION: "uuid"}
             state.upsert_class(cls)
         elif kind == "remove_claim":
-            keys = sorted(k for claims in state.adoption_claims().values() for k in claims)
+            keys = sorted(k for claims in state.adoption.claims_by_node().values() for k in claims)
             if keys:
                 state.remove_claim(*keys[arg % len(keys)].split("/", 1))
         elif kind == "stray":

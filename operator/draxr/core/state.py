@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from draxr.core import json_codec
+from draxr.core.adoption_index import AdoptionIndex
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.budget import Budget
 from draxr.core.claims import special_claim_owner
@@ -36,11 +37,8 @@ from draxr.core.migration import (
     NODE_ANNOTATION,
     AdoptionClaim,
     Identity,
-    NodeRecord,
     adoption_claim_from_api,
-    identities,
     is_adoption_claim,
-    parse_record,
 )
 from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
@@ -557,14 +555,9 @@ class ClusterState:
         # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
         self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
         self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
-        # Per pod uid, the resources its allocated adoption claims cover (core.migration).
-        self.adopted: dict[str, Counter[str]] = {}
-        # The node agents' DevicePluginRecords by node: the record, or why it cannot be read.
-        self.device_plugin_records: dict[str, NodeRecord | str] = {}
-        self._adoption_keys: set[str] = set()  # the adoption claims' keys
+        self.adoption = AdoptionIndex(self.claims)  # what the device plugin -> DRA migration reads
         # plugins.dynamic_resources.unadopted_classes per node: (its stamp, the mapping, the result)
         self.unadopted: dict[str, tuple[int, object, frozenset[str]]] = {}
-        self._identities: tuple[object, dict[str, tuple[Identity, str]]] = (None, {})
         self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         # Every change that can make a pending pod schedulable, by kind (``generation`` counts them).
         self.changes = ChangeLog()
@@ -1014,34 +1007,15 @@ class ClusterState:
             self.special_claims.setdefault(info.owner[1], set()).add(key)
         if old is not None and old.allocated and not info.allocated:
             self.changes.record(Change.CLAIM_FREED)
-        if info.adoption_node:
-            self._adoption_keys.add(key)
-        else:
-            self._adoption_keys.discard(key)
-        if (old.adopts if old is not None else None) != info.adopts:
-            self._index_adoption(old, -1)
-            self._index_adoption(info, +1)
+        if self.adoption.claim_changed(key, old, info):
             self.changes.record(Change.ADOPTION)  # pods waiting for the node's device-plugin pods to be adopted
         return True
-
-    def _index_adoption(self, claim: ClaimInfo | None, sign: int) -> None:
-        if claim is None or claim.adopts is None:
-            return
-        uid, resources = claim.adopts
-        counts = self.adopted.setdefault(uid, Counter())
-        counts.update(dict.fromkeys(resources, sign))
-        for r in resources:
-            if counts[r] <= 0:
-                del counts[r]
-        if not counts:
-            del self.adopted[uid]
 
     def remove_claim(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         claim = self.claims.pop(key, None)
         self._index_consumers(key, claim, -1)
-        self._index_adoption(claim, -1)
-        self._adoption_keys.discard(key)
+        self.adoption.claim_changed(key, claim, None)
         freed = self.tracker.remove_claim(key)
         if claim is not None and claim.owner is not None:
             keys = self.special_claims.get(claim.owner[1], set())
@@ -1078,32 +1052,10 @@ class ClusterState:
             self._static_no_fit_stamp = stamp
         return self._static_no_fit
 
-    def upsert_record(self, obj: Mapping[str, Any]) -> NodeRecord | str:
-        found = parse_record(obj)
-        self.device_plugin_records[str((obj.get("metadata") or {}).get("name") or "")] = found
-        return found
-
-    def remove_record(self, name: str) -> None:
-        self.device_plugin_records.pop(name, None)
-
-    def adoption_claims(self) -> dict[str, dict[str, ClaimInfo]]:
-        """The adoption claims by node, then claim key."""
-        out: dict[str, dict[str, ClaimInfo]] = {}
-        for key in sorted(self._adoption_keys):
-            claim = self.claims[key]
-            out.setdefault(claim.adoption_node, {})[key] = claim
-        return out
-
-    def adopted_devices_on(self, node: str) -> int:
-        """Devices the allocated adoption claims of ``node`` hold."""
-        return sum(c.adopted_devices for k in self._adoption_keys if (c := self.claims[k]).adoption_node == node)
-
     def identities(self) -> dict[str, tuple[Identity, str]]:
         """Per extended resource whose DeviceClass declares a device-plugin identity: the identity
         and that class (core.migration.identities), cached per mapping."""
-        if self._identities[0] is not self.mapping:
-            self._identities = (self.mapping, identities(self.mapping, self.classes))
-        return self._identities[1]
+        return self.adoption.identities(self.mapping, self.classes)
 
     def no_fit_now(self) -> dict[tuple[int, frozenset[tuple[str, int]]], str] | None:
         """The quick count's rejections that hold only while the node is untouched, by (the node's

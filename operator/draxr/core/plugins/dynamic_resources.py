@@ -305,7 +305,7 @@ def unadopted_classes(state: ClusterState, node: str) -> frozenset[str]:
         pod = state.pods[uid]
         if got_dra_devices(state, pod):
             continue
-        adopted = state.adopted.get(uid)
+        adopted = state.adoption.adopted.get(uid)
         for resource, (_, class_name) in ids.items():
             if pod.units.get(resource) and (adopted is None or resource not in adopted):
                 found.add(class_name)

@@ -196,7 +196,7 @@ class Fit:
             return None
         _, pools = state.inventory.node_local_devices(node.name)
         held = sum(state.tracker.allocated_in_pool(driver, pool) for driver, pool in pools)
-        if held > state.adopted_devices_on(node.name):
+        if held > state.adoption.devices_on(node.name):
             return unresolvable(NAME, DRA_HOLDS_DEVICES)  # (no eviction is tried for it)
         return None
 
