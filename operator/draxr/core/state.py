@@ -40,6 +40,7 @@ from draxr.core.migration import (
     adoption_claim_from_api,
     is_adoption_claim,
 )
+from draxr.core.nominator import Nominator
 from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
@@ -575,15 +576,12 @@ class ClusterState:
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
-        # Preemption: the pods placed on each node (bound or assumed), and the unbound pods
-        # nominated to each node (status.nominatedNodeName), by uid in the order they came (the
-        # order upstream's NodeInfo lists them, which ties in preemption's victim order follow).
+        # Preemption: the pods placed on each node (bound or assumed), by uid in the order they came
+        # (the order upstream's NodeInfo lists them, which ties in preemption's victim order follow),
+        # and the nominated ones (state.nominated: the nominator's, node -> uids).
         self.placed: dict[str, dict[str, None]] = {}
-        self.nominated: dict[str, dict[str, None]] = {}
-        # Nominations our PostFilter made that the pod's status does not show yet (uid -> node):
-        # kept while the API shows none, as upstream's nominator keeps a ModeOverride nomination
-        # through updates without nominatedNodeName (updateNominatedPodUnlocked).
-        self._nominations: dict[str, str] = {}
+        self.nominator = Nominator(self.touch_node)
+        self.nominated = self.nominator.by_node
         # Victims our preemption chose whose DisruptionTarget and deletion the API does not show
         # yet: terminating by preemption from the choice on (preemption's eligibility reads it).
         self._preempting: set[str] = set()
@@ -698,19 +696,14 @@ class ClusterState:
                 return old
             if rv is not None and rv == old.resource_version and (old.obj is not None or not keep_object):
                 return old  # the same version again (a re-list): the same summary, no churn
-        info = PodInfo.from_api(pod, keep_object=keep_object)
-        if info.uid in self._nominations:
-            if info.nominated or not info.schedulable:
-                del self._nominations[info.uid]  # the API says it now (or it is bound or going)
-            else:
-                info = replace(info, nominated=self._nominations[info.uid])
+        info = self.nominator.seen(PodInfo.from_api(pod, keep_object=keep_object))
         if info.uid in self._preempting:
             if info.preempted or info.terminal:
                 self._preempting.discard(info.uid)  # the API says it now (or it ended)
             else:
                 info = replace(info, preempted=True)
-        self._nominate(old, -1)
-        self._nominate(info, +1)
+        self.nominator.index(old, -1)
+        self.nominator.index(info, +1)
         self._account(old, -1)
         if info.node_name:
             self.assumed_nodes.pop(info.uid, None)  # the binding is visible: no longer an assumption
@@ -739,17 +732,14 @@ class ClusterState:
         pod = self.pods.get(uid)
         if pod is None or not pod.schedulable:
             return
-        if node:
-            self._nominations[uid] = node
-        else:
-            self._nominations.pop(uid, None)
+        self.nominator.ours(uid, node)
         if pod.nominated != node:
             moved = replace(pod, nominated=node)
             if _nomination_moved(pod, moved):
                 self.changes.record(Change.POD_FREED)  # at once: the status write's event finds it moved
-            self._nominate(pod, -1)
+            self.nominator.index(pod, -1)
             self.pods[uid] = pod = moved
-            self._nominate(pod, +1)
+            self.nominator.index(pod, +1)
 
     def mark_preempted(self, uids: Iterable[str], preempted: bool = True) -> None:
         """Our preemption chose these victims (``preempted``; False: their eviction failed): they
@@ -768,10 +758,10 @@ class ClusterState:
                 self.pods[uid] = replace(pod, preempted=False)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
-        self._nominations.pop(uid, None)
+        self.nominator.forget(uid)
         self._preempting.discard(uid)
         info = self.pods.pop(uid, None)
-        self._nominate(info, -1)
+        self.nominator.index(info, -1)
         self._account(info, -1)
         self.assumed_nodes.pop(uid, None)
         self._waiting_on_pods.discard(uid)
@@ -780,19 +770,6 @@ class ClusterState:
             if uid in self.special_claims:
                 self.gone_pod_schedulers[uid] = info.scheduler_name
         return info
-
-    def _nominate(self, pod: PodInfo | None, sign: int) -> None:
-        """Index the pod's nomination; the node's filters count it (placement reads it per node)."""
-        if pod is None or not pod.nominated or not pod.schedulable:
-            return
-        on = self.nominated.setdefault(pod.nominated, {})
-        if sign > 0:
-            on[pod.uid] = None
-        else:
-            on.pop(pod.uid, None)
-            if not on:
-                del self.nominated[pod.nominated]
-        self.touch_node(pod.nominated)
 
     @contextmanager
     def without_pods(self, pods: Sequence[PodInfo]) -> Iterator[None]:
@@ -837,12 +814,8 @@ class ClusterState:
         return [self.pods[uid] for uid in self.placed.get(node, ())]
 
     def nominated_pods(self, node: str) -> list[PodInfo]:
-        """The pods nominated to ``node`` and not yet placed: a nominated pod assumed on a node
-        (its binding in flight) counts there as placed only, as upstream's assume drops it from
-        the nominator (DeleteNominatedPodIfExists); counted twice, it made room look short and its
-        node's other preemptors evict again."""
-        assumed = self.assumed_nodes
-        return [self.pods[uid] for uid in self.nominated.get(node, ()) if uid not in assumed]
+        """The pods nominated to ``node`` and not yet placed (Nominator.pods_on)."""
+        return self.nominator.pods_on(node, self.pods, self.assumed_nodes)
 
     def _account(self, pod: PodInfo | None, sign: int) -> None:
         if pod is None:
