@@ -894,7 +894,7 @@ def test_a_quick_no_fit_is_kept_only_while_the_node_is_untouched() -> None:
     s.upsert_claim(plain_claim("a", alloc=allocation("n1", "gpu-0", "gpu-1")))
     s.upsert_claim(plain_claim("b", alloc=allocation("n2", "gpu-0", "gpu-1")))
     first = rejected(run(s, pod("first", gpus=1)))
-    kept = s.no_fit_now()
+    kept = s.no_fit.now()
     assert kept is not None
     assert len(kept) == 2  # one per node
     assert first.statuses["n1"].plugin == "DynamicResources"
@@ -911,4 +911,4 @@ def test_quick_no_fits_are_not_kept_where_a_node_sees_shared_slices() -> None:
     del shared["spec"]["nodeName"]
     shared["spec"]["allNodes"] = True
     s.upsert_slice(shared)
-    assert s.no_fit_now() is None
+    assert s.no_fit.now() is None

@@ -40,6 +40,7 @@ from draxr.core.migration import (
     adoption_claim_from_api,
     is_adoption_claim,
 )
+from draxr.core.no_fit_cache import NoFitCache
 from draxr.core.nominator import Nominator
 from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
@@ -552,14 +553,10 @@ class ClusterState:
         # Bumped (with ``generation``) by the storage events that can make a pod schedulable; pods a
         # volume plugin's PreFilter turned away wait for it (the scheduler's inventory stamp).
         self.storage_revision = 0
-        # (node, requested devices per class) -> why the node can never fit them; valid while the
-        # inventory (slices, classes) is unchanged. Lets placement skip such nodes for a dict lookup.
-        self._static_no_fit: dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str] = {}
-        self._static_no_fit_stamp: tuple[int, int] = (-1, -1)
+        self.no_fit = NoFitCache(self.inventory, self.nodes)  # DynamicResources' nodes that cannot fit
         self.adoption = AdoptionIndex(self.claims)  # what the device plugin -> DRA migration reads
         # plugins.dynamic_resources.unadopted_classes per node: (its stamp, the mapping, the result)
         self.unadopted: dict[str, tuple[int, object, frozenset[str]]] = {}
-        self._no_fit_now: dict[tuple[int, frozenset[tuple[str, int]]], str] = {}
         # Every change that can make a pending pod schedulable, by kind (``generation`` counts them).
         self.changes = ChangeLog()
         # Bumped when a node comes, goes or changes what a filter reads: caches derived from the
@@ -1018,28 +1015,10 @@ class ClusterState:
     def special_claims_of(self, pod_uid: str) -> list[ClaimInfo]:
         return [self.claims[k] for k in sorted(self.special_claims.get(pod_uid, ())) if k in self.claims]
 
-    def static_no_fit(self) -> dict[tuple[str, frozenset[tuple[str, str]], frozenset[tuple[str, int]]], str]:
-        stamp = (self.inventory.revision, self.inventory.class_revision)
-        if stamp != self._static_no_fit_stamp:
-            self._static_no_fit, self._no_fit_now = {}, {}
-            self._static_no_fit_stamp = stamp
-        return self._static_no_fit
-
     def identities(self) -> dict[str, tuple[Identity, str]]:
         """Per extended resource whose DeviceClass declares a device-plugin identity: the identity
         and that class (core.migration.identities), cached per mapping."""
         return self.adoption.identities(self.mapping, self.classes)
-
-    def no_fit_now(self) -> dict[tuple[int, frozenset[tuple[str, int]]], str] | None:
-        """The quick count's rejections that hold only while the node is untouched, by (the node's
-        stamp, the devices wanted per class); None when a node may see pools whose allocations do
-        not touch its stamp (slices without nodeName). Cleared with static_no_fit; bounded."""
-        if self.inventory.has_shared_slices:
-            return None
-        self.static_no_fit()
-        if len(self._no_fit_now) > 4 * len(self.nodes) + 4096:
-            self._no_fit_now = {}
-        return self._no_fit_now
 
     # ---- allocations in flight -------------------------------------------------------------------
     def assume_allocation(self, key: str, allocation: Mapping[str, Any]) -> None:

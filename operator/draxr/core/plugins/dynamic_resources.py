@@ -162,11 +162,11 @@ class DynamicResources:
         self.pod, self.state, self.features, self.ccycle = pod, state, features, ccycle
         self._allocator: Allocator | None = None
         self._allocated: AllocatedState | None = None
-        self.memo = state.static_no_fit()
+        self.memo = state.no_fit.static()
         self.migrating = bool(state.identities())  # some class declares a device-plugin identity
         # The rejections kept per node stamp hold for the state's allocations as they are, so not
         # for a pod whose held devices are its own to take, nor for a dry run's (use_allocated).
-        self.no_fit_now = None if state.tracker.is_assumed(held_claim_key(pod.uid)) else state.no_fit_now()
+        self.no_fit_now = None if state.tracker.is_assumed(held_claim_key(pod.uid)) else state.no_fit.now()
 
     def use_allocated(self, allocated: AllocatedState) -> None:
         """Allocate against ``allocated`` instead of the state's (preemption's dry run)."""
