@@ -28,6 +28,7 @@ from draxr.core import json_codec
 from draxr.core.adoption_index import AdoptionIndex
 from draxr.core.allocator import AllocatedState, AllocationTracker, Inventory
 from draxr.core.budget import Budget
+from draxr.core.claim_pods import ClaimPods
 from draxr.core.claims import special_claim_owner
 from draxr.core.equivalence import EquivalenceCache
 from draxr.core.interpod import PodTerms, pod_terms
@@ -535,10 +536,12 @@ class ClusterState:
         self._sorted_names: tuple[dict[str, NodeInfo], list[str]] | None = None
         self._label_keys: tuple[dict[str, NodeInfo], int, int, Counter[str]] | None = None
         self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
-        self.special_claims: dict[str, set[str]] = {}  # pod uid -> claim keys
-        # pod uid -> schedulerName of a removed pod whose special claims are still here (who
-        # releases them, see gc.claims_to_release); dropped with its last claim.
-        self.gone_pod_schedulers: dict[str, str] = {}
+        # Which pods the claims belong to (special claims by owner, claims by reservedFor, the
+        # schedulers of removed pods whose special claims remain), by pod uid.
+        self.claim_pods = ClaimPods()
+        self.special_claims = self.claim_pods.special
+        self.reserved_claims = self.claim_pods.reserved
+        self.gone_pod_schedulers = self.claim_pods.gone_schedulers
         self.classes: dict[str, Mapping[str, Any]] = {}
         self._slice_versions: dict[str, str | None] = {}  # slice name -> resourceVersion in the inventory
         self.overrides: tuple[OverrideMapping, ...] = ()
@@ -582,8 +585,6 @@ class ClusterState:
         # Victims our preemption chose whose DisruptionTarget and deletion the API does not show
         # yet: terminating by preemption from the choice on (preemption's eligibility reads it).
         self._preempting: set[str] = set()
-        # Pod uid -> claim keys whose status.reservedFor names it (the pod's own claims).
-        self.reserved_claims: dict[str, set[str]] = {}
         self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets by (namespace, name)
 
     # ---- PodDisruptionBudgets (preemption) -------------------------------------------------------
@@ -764,8 +765,7 @@ class ClusterState:
         self._waiting_on_pods.discard(uid)
         if info is not None:
             self.changes.record(Change.POD_FREED)
-            if uid in self.special_claims:
-                self.gone_pod_schedulers[uid] = info.scheduler_name
+            self.claim_pods.pod_removed(uid, info.scheduler_name)
         return info
 
     @contextmanager
@@ -966,15 +966,12 @@ class ClusterState:
         if old is not None and rv is not None and rv == old.resource_version:
             return True  # the same version again (a re-list, or our own write's watch event)
         info = claim if isinstance(claim, ClaimInfo) else ClaimInfo.from_api(claim)
-        self._index_consumers(key, old, -1)
-        self._index_consumers(key, info, +1)
+        self.claim_pods.claim_changed(key, old, info)
         self.claims[key] = info
         if info.allocated:
             self.tracker.set_claim(key, claim.object() if isinstance(claim, ClaimInfo) else claim)
         else:
             self.tracker.remove_claim(key)
-        if info.owner is not None:
-            self.special_claims.setdefault(info.owner[1], set()).add(key)
         if old is not None and old.allocated and not info.allocated:
             self.changes.record(Change.CLAIM_FREED)
         if self.adoption.claim_changed(key, old, info):
@@ -984,33 +981,13 @@ class ClusterState:
     def remove_claim(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         claim = self.claims.pop(key, None)
-        self._index_consumers(key, claim, -1)
+        self.claim_pods.claim_removed(key, claim)
         self.adoption.claim_changed(key, claim, None)
         freed = self.tracker.remove_claim(key)
-        if claim is not None and claim.owner is not None:
-            keys = self.special_claims.get(claim.owner[1], set())
-            keys.discard(key)
-            if not keys:
-                self.special_claims.pop(claim.owner[1], None)
-                self.gone_pod_schedulers.pop(claim.owner[1], None)
         if freed or (claim is not None and claim.allocated):
             # Upstream queues every pod on an allocated claim's delete (DynamicResources'
             # preQueueingHint: AllPods), even when another claim still holds its devices.
             self.changes.record(Change.CLAIM_FREED)
-
-    def _index_consumers(self, key: str, claim: ClaimInfo | None, sign: int) -> None:
-        if claim is None:
-            return
-        for resource, uid in claim.consumers:
-            if resource != "pods":
-                continue
-            keys = self.reserved_claims.setdefault(uid, set())
-            if sign > 0:
-                keys.add(key)
-            else:
-                keys.discard(key)
-                if not keys:
-                    del self.reserved_claims[uid]
 
     def special_claims_of(self, pod_uid: str) -> list[ClaimInfo]:
         return [self.claims[k] for k in sorted(self.special_claims.get(pod_uid, ())) if k in self.claims]
