@@ -328,7 +328,7 @@ def test_runs_start_over_when_the_touch_log_was_cut() -> None:
     for variant in range(8):  # each round: a decision from the runs, a node changed, the log cut
         world.schedule_both(0, 0, Scoring.MOST_ALLOCATED)
         world.upsert_node(variant % 3, variant)
-        base = world.state.touched_base
-        while world.state.touched_base == base:
+        base = world.state.stamps.touched_base
+        while world.state.stamps.touched_base == base:
             world.state.touch_node("elsewhere")
         world.compare(0, 0, Scoring.MOST_ALLOCATED)

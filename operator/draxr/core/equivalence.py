@@ -5,7 +5,7 @@ What is cached per node must be a function of the table's key (what the results 
 plugins.node_local_key), of a few cluster-wide objects (the
 table's ``mapping`` and ``options``) and of the node's own inputs only: the node object, the usage
 of the pods placed on it, its own ResourceSlices and the allocations in its pools. ClusterState
-draws a fresh stamp for a node whenever one of those changes (``ClusterState.node_stamps``); an
+draws a fresh stamp for a node whenever one of those changes (``core.node_stamps``); an
 entry is valid while its stamp is the node's. Everything that reads other pods (inter-pod affinity,
 topology spreading, volumes, the pod's own claims) stays out of the entries and is computed per pod.
 """
@@ -27,7 +27,7 @@ _FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
 class TouchLog(Protocol):
-    """ClusterState's log of touched nodes (``touched_base + i``: the i-th name's place in the
+    """The log of touched nodes (core.node_stamps; ``touched_base + i``: the i-th name's place in the
     whole history; a reader further behind than the base has lost track)."""
 
     touched: list[str]

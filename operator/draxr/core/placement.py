@@ -374,9 +374,9 @@ class _Attempt:
         if not self.filters.reads_beyond_node and self.ccycle is None:
             aligned = table.aligned
             if aligned is None or aligned.names is not self.names:
-                aligned = table.aligned = Aligned(self.names, state)
+                aligned = table.aligned = Aligned(self.names, state.stamps)
             else:
-                aligned.sync(state)
+                aligned.sync(state.stamps)
             self.aligned = aligned
 
     def run(self, start: int, want: int) -> Decision | Unschedulable:

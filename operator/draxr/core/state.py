@@ -15,7 +15,6 @@ slices) share their keys and short strings (``compact``): a burst of pending pod
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,6 +41,7 @@ from draxr.core.migration import (
     is_adoption_claim,
 )
 from draxr.core.no_fit_cache import NoFitCache
+from draxr.core.node_stamps import NodeStamps
 from draxr.core.nominator import Nominator
 from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
@@ -521,15 +521,8 @@ class ClusterState:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}  # by uid
         self.usage: dict[str, NodeUsage] = {}
-        # node -> a stamp drawn afresh whenever something per-node placement reads of it changes:
-        # the node object, its pods' usage, its own slices, allocations in its pools. Per-node
-        # results computed under a stamp stay valid while it does (core.equivalence).
-        self.node_stamps: dict[str, int] = {}
-        self._stamps = itertools.count(1)
-        # The nodes touched, in stamp order: touched_base + i is the i-th name's position in the
-        # whole history (placement replays the tail to find what changed since it last looked).
-        self.touched: list[str] = []
-        self.touched_base = 0
+        self.stamps = NodeStamps(self.nodes)  # per node, valid while untouched; the touch log
+        self.node_stamps = self.stamps.by_node
         self.inventory = Inventory(on_node_change=self.touch_node)
         self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
         self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
@@ -611,13 +604,8 @@ class ClusterState:
         return self.changes.generation
 
     def touch_node(self, name: str) -> None:
-        """Something per-node placement reads of the node changed (see ``node_stamps``)."""
-        self.node_stamps[name] = next(self._stamps)
-        log = self.touched
-        log.append(name)
-        if len(log) > 4 * len(self.nodes) + 4096:  # bounded: a reader further behind starts over
-            self.touched_base += len(log)
-            self.touched = []
+        """Something per-node placement reads of the node changed (see ``NodeStamps``)."""
+        self.stamps.touch(name)
 
     def _pool_changed(self, pool: tuple[str, str]) -> None:
         for node in self.inventory.nodes_of_pool(*pool):
