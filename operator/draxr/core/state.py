@@ -41,10 +41,12 @@ from draxr.core.migration import (
     is_adoption_claim,
 )
 from draxr.core.no_fit_cache import NoFitCache
+from draxr.core.node_images import NodeImages
 from draxr.core.node_stamps import NodeStamps
 from draxr.core.nominator import Nominator
 from draxr.core.placed_pods import LabelGroup, PlacedPods
 from draxr.core.pod_view import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, PodView, nonzero_requests, pod_requests, pod_view
+from draxr.core.preempting import Preempting
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.quantity import milli_value, value
 from draxr.core.requeue import Change, ChangeLog
@@ -564,8 +566,7 @@ class ClusterState:
         self.placed_groups = PlacedPods()
         self.namespace_labels_by_name: dict[str, Labels] = {}
         self.workloads = WorkloadSelectors()  # what the default spreading selector reads
-        self.image_nodes: dict[str, int] = {}  # image name -> number of nodes that have it
-        self.image_sizes: dict[str, int] = {}  # image name -> its size (ImageStateSummary.Size)
+        self.images = NodeImages()  # ImageLocality's counts
         # Schedulable pods whose fit depends on other pods (required pod affinity, hard spreading):
         # a pod placed anywhere may let them fit, so it counts as a cluster change while any waits.
         self._waiting_on_pods: set[str] = set()
@@ -575,9 +576,7 @@ class ClusterState:
         self.placed: dict[str, dict[str, None]] = {}
         self.nominator = Nominator(self.touch_node)
         self.nominated = self.nominator.by_node
-        # Victims our preemption chose whose DisruptionTarget and deletion the API does not show
-        # yet: terminating by preemption from the choice on (preemption's eligibility reads it).
-        self._preempting: set[str] = set()
+        self.preempting = Preempting()  # our victims, preempted before the API shows it
         self.budgets: dict[tuple[str, str], Budget] = {}  # PodDisruptionBudgets by (namespace, name)
 
     # ---- PodDisruptionBudgets (preemption) -------------------------------------------------------
@@ -639,27 +638,18 @@ class ClusterState:
         self.touch_node(info.name)
         self.usage.setdefault(info.name, NodeUsage())
         if old is None or old.images != info.images:
-            self._count_images(old, -1)
-            self._count_images(info, +1)
+            if old is not None:
+                self.images.count(old.images, -1)
+            self.images.count(info.images, +1)
         if old is None or info.scheduling_properties() != old.scheduling_properties():
             # (a status heartbeat changes nothing a filter reads)
             self.changes.record(Change.NODE_ADDED if old is None else Change.NODE_UPDATED)
             self.node_revision += 1
 
-    def _count_images(self, node: NodeInfo | None, sign: int) -> None:
-        for name, size in node.images.items() if node is not None else ():
-            n = self.image_nodes.get(name, 0) + sign
-            if n > 0:
-                self.image_nodes[name] = n
-                # Like kube-scheduler's cache: the size the first node reported, kept while any has it.
-                self.image_sizes.setdefault(name, size)
-            else:
-                self.image_nodes.pop(name, None)
-                self.image_sizes.pop(name, None)
-
     def remove_node(self, name: str) -> None:
-        self._count_images(self.nodes.get(name), -1)
-        if self.nodes.pop(name, None) is not None:
+        gone = self.nodes.pop(name, None)
+        if gone is not None:
+            self.images.count(gone.images, -1)
             self._sorted_names = None
         self.touch_node(name)
         self.inventory.forget_node(name)
@@ -682,12 +672,7 @@ class ClusterState:
                 return old
             if rv is not None and rv == old.resource_version and (old.obj is not None or not keep_object):
                 return old  # the same version again (a re-list): the same summary, no churn
-        info = self.nominator.seen(PodInfo.from_api(pod, keep_object=keep_object))
-        if info.uid in self._preempting:
-            if info.preempted or info.terminal:
-                self._preempting.discard(info.uid)  # the API says it now (or it ended)
-            else:
-                info = replace(info, preempted=True)
+        info = self.preempting.seen(self.nominator.seen(PodInfo.from_api(pod, keep_object=keep_object)))
         self.nominator.index(old, -1)
         self.nominator.index(info, +1)
         self._account(old, -1)
@@ -728,24 +713,12 @@ class ClusterState:
             self.nominator.index(pod, +1)
 
     def mark_preempted(self, uids: Iterable[str], preempted: bool = True) -> None:
-        """Our preemption chose these victims (``preempted``; False: their eviction failed): they
-        count as terminating by preemption at once, not when the API shows their DisruptionTarget
-        and deletion (a preemptor nominated to their node waits for them instead of preempting
-        again elsewhere while the evictions are on their way)."""
-        for uid in uids:
-            pod = self.pods.get(uid)
-            if pod is None:
-                continue
-            if preempted and not pod.preempted:
-                self._preempting.add(uid)
-                self.pods[uid] = replace(pod, preempted=True)
-            elif not preempted and uid in self._preempting:
-                self._preempting.discard(uid)
-                self.pods[uid] = replace(pod, preempted=False)
+        """Our preemption chose these victims (``preempted``; False: their eviction failed)."""
+        self.preempting.mark(self.pods, uids, preempted)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         self.nominator.forget(uid)
-        self._preempting.discard(uid)
+        self.preempting.forget(uid)
         info = self.pods.pop(uid, None)
         self.nominator.index(info, -1)
         self._account(info, -1)

@@ -51,10 +51,10 @@ def score(
 def column(images: Sequence[str], nodes: Sequence[NodeInfo], state: ClusterState) -> list[int] | int:
     """The score of each of ``nodes``, or 0 (one int for all) when no node of the cluster holds
     any of the pod's images: then every node scores 0 and nothing needs computing."""
-    if not any(normalized_image_name(i) in state.image_nodes for i in images):
+    if not any(normalized_image_name(i) in state.images.nodes for i in images):
         return 0
     total_nodes = len(state.nodes)
-    return [score(images, n.images, state.image_sizes, state.image_nodes, total_nodes) for n in nodes]
+    return [score(images, n.images, state.images.sizes, state.images.nodes, total_nodes) for n in nodes]
 
 
 class ImageLocality:
