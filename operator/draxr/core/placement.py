@@ -39,6 +39,7 @@ from draxr.core.plugins.dynamic_resources import (
 from draxr.core.plugins.node_resources_fit import Scoring
 from draxr.core.pod_claims import ClaimsCycle
 from draxr.core.pod_view import CLAIMS_UNSUPPORTED, VOLUMES_UNSUPPORTED
+from draxr.core.pods_for_a_while import with_pods_on
 from draxr.core.profile import SchedulerProfile
 from draxr.core.ranking import rank
 from draxr.core.requests import DeviceRequest, NodeRequests, PodExtendedResources, RequestMapping, prepare_pod
@@ -688,7 +689,7 @@ def _beyond_with_nominated(pod: PodInfo, state: ClusterState, node: NodeInfo) ->
     extra = nominated_for(pod, state, node.name)
     if not extra:
         return None
-    with state.with_pods_on(node.name, extra):
+    with with_pods_on(state, node.name, extra):
         prefiltered = prefilter(pod, state)
         if isinstance(prefiltered, Status):
             return prefiltered

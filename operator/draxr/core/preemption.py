@@ -33,7 +33,7 @@ shell's Preemptor.release), and its victims are not brought back (as upstream).
 
 RemovePod/AddPod: node-local filters see the node's usage less the removed pods; for a pod whose
 filters read other pods or volumes (spreading, inter-pod affinity, the volume plugins) the removed
-pods are taken out of every count (ClusterState.without_pods) and PreFilter runs again, which is
+pods are taken out of every count (pods_for_a_while.without_pods) and PreFilter runs again, which is
 what upstream's extensions compute incrementally. Nominated pods of at least the pod's priority
 count as upstream's RunFilterPluginsWithNominatedPods counts them: with their resources and ports,
 and for filters that read other pods in a first pass with them placed (then a second without);
@@ -62,6 +62,7 @@ from draxr.core.plugins.dynamic_resources import (
     special_claim_options,
 )
 from draxr.core.pod_claims import ClaimsCycle
+from draxr.core.pods_for_a_while import with_pods_on, without_pods
 from draxr.core.requests import NodeRequests, prepare_pod
 from draxr.core.state import EMPTY_USAGE, ClusterState, NodeInfo, NodeUsage, PodInfo
 from draxr.core.status import Code, Status, error, unresolvable
@@ -224,10 +225,10 @@ class _DryRun:
         """For a pod whose filters read other pods (``beyond``; the others go through _Trial's
         incremental checks): (the first failing filter's status or None, the special claim's
         allocation when it fits)."""
-        with self.state.without_pods(removed):
+        with without_pods(self.state, removed):
             nominated = self.nominated(node_name)
             if nominated:  # RunFilterPluginsWithNominatedPods' first pass: with them placed
-                with self.state.with_pods_on(node_name, nominated):
+                with with_pods_on(self.state, node_name, nominated):
                     first = self._recheck(node_name, removed, count_nominated=False)
                 if first[0] is not None:
                     return first

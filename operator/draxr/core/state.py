@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -657,7 +656,8 @@ class ClusterState:
         self.node_revision += 1
 
     # ---- pods ----------------------------------------------------------------------------------
-    def _placed_on(self, pod: PodInfo) -> str:
+    def placed_on(self, pod: PodInfo) -> str:
+        """The node the pod counts on: bound or assumed, and not finished ("" else)."""
         if pod.terminal:
             return ""
         return pod.node_name or self.assumed_nodes.get(pod.uid, "")
@@ -675,12 +675,12 @@ class ClusterState:
         info = self.preempting.seen(self.nominator.seen(PodInfo.from_api(pod, keep_object=keep_object)))
         self.nominator.index(old, -1)
         self.nominator.index(info, +1)
-        self._account(old, -1)
+        self.account(old, -1)
         if info.node_name:
             self.assumed_nodes.pop(info.uid, None)  # the binding is visible: no longer an assumption
         self.pods[info.uid] = info
-        self._account(info, +1)
-        if old is not None and self._placed_on(old) and not self._placed_on(info):
+        self.account(info, +1)
+        if old is not None and self.placed_on(old) and not self.placed_on(info):
             self.changes.record(Change.POD_FREED)  # resources freed
         elif old is not None and old.node_name == info.node_name and _scaled_down(old, info):
             # A resize down: upstream's AssignedPod UpdatePodScaleDown for a bound pod; for an unbound
@@ -689,7 +689,7 @@ class ClusterState:
             self.changes.record(Change.POD_FREED)
         elif old is not None and _nomination_moved(old, info):
             self.changes.record(Change.POD_FREED)  # upstream: the old nominated node's room is freed
-        elif self._waiting_on_pods and self._placed_on(info) and (old is None or not self._placed_on(old)):
+        elif self._waiting_on_pods and self.placed_on(info) and (old is None or not self.placed_on(old)):
             self.changes.record(Change.POD_PLACED)  # a pod placed: pods waiting for affinity or spreading may fit
         if info.inputs is not None and info.inputs.depends_on_pods:
             self._waiting_on_pods.add(info.uid)
@@ -721,51 +721,13 @@ class ClusterState:
         self.preempting.forget(uid)
         info = self.pods.pop(uid, None)
         self.nominator.index(info, -1)
-        self._account(info, -1)
+        self.account(info, -1)
         self.assumed_nodes.pop(uid, None)
         self._waiting_on_pods.discard(uid)
         if info is not None:
             self.changes.record(Change.POD_FREED)
             self.claim_pods.pod_removed(uid, info.scheduler_name)
         return info
-
-    @contextmanager
-    def without_pods(self, pods: Sequence[PodInfo]) -> Iterator[None]:
-        """For a while, the placed ``pods`` count nowhere (usage, spreading and inter-pod counts,
-        volumes): preemption's dry run, upstream's RemovePod extensions. Everything is put back
-        as it was, the nodes' pod order included; the nodes' stamps are new (their cached verdicts
-        are recomputed)."""
-        nodes = {self._placed_on(p) for p in pods} - {""}
-        order = {node: dict(self.placed.get(node, {})) for node in nodes}
-        for p in pods:
-            self._account(p, -1)
-        try:
-            yield
-        finally:
-            for p in reversed(pods):
-                self._account(p, +1)
-            for node, pods_of in order.items():
-                self.placed[node] = pods_of
-
-    @contextmanager
-    def with_pods_on(self, node: str, pods: Sequence[PodInfo]) -> Iterator[None]:
-        """For a while, unbound ``pods`` count as placed on ``node``: nominated pods in the first
-        pass of upstream's RunFilterPluginsWithNominatedPods (its addGENominatedPods, AddPod).
-        Everything is put back as it was, the node's pod order included."""
-        order = dict(self.placed.get(node, {}))
-        for p in pods:
-            self.assumed_nodes[p.uid] = node
-            self._account(p, +1)
-        try:
-            yield
-        finally:
-            for p in reversed(pods):
-                self._account(p, -1)
-                self.assumed_nodes.pop(p.uid, None)
-            if order:
-                self.placed[node] = order
-            else:
-                self.placed.pop(node, None)
 
     def placed_pods(self, node: str) -> list[PodInfo]:
         """The pods placed on ``node`` (bound or assumed, not finished)."""
@@ -775,10 +737,11 @@ class ClusterState:
         """The pods nominated to ``node`` and not yet placed (Nominator.pods_on)."""
         return self.nominator.pods_on(node, self.pods, self.assumed_nodes)
 
-    def _account(self, pod: PodInfo | None, sign: int) -> None:
+    def account(self, pod: PodInfo | None, sign: int) -> None:
+        """Every index's AddPod (``sign`` 1) or RemovePod (-1) for a pod as placed (or not)."""
         if pod is None:
             return
-        node = self._placed_on(pod)
+        node = self.placed_on(pod)
         if node:
             on = self.placed.setdefault(node, {})
             if sign > 0:
@@ -836,15 +799,15 @@ class ClusterState:
 
     def assume_pod(self, uid: str, node: str) -> None:
         info = self.pods.get(uid)
-        self._account(info, -1)
+        self.account(info, -1)
         self.assumed_nodes[uid] = node
-        self._account(info, +1)
+        self.account(info, +1)
 
     def forget_pod(self, uid: str) -> None:
         info = self.pods.get(uid)
-        self._account(info, -1)
+        self.account(info, -1)
         self.assumed_nodes.pop(uid, None)
-        self._account(info, +1)
+        self.account(info, +1)
         self.changes.record(Change.POD_FREED)
 
     # ---- DRA objects ---------------------------------------------------------------------------

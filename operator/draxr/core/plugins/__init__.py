@@ -31,9 +31,9 @@ cluster-wide objects and run per pod (placement.NodeFilter.beyond_node, DynamicR
 
 AddPod/RemovePod (the PreFilter extensions preemption's dry run and nominated pods use): the
 plugins that read other pods read them through ClusterState's indexes (usage per node, pod groups
-by labels, term groups, spreading counts, placed volumes), which ClusterState.without_pods and
-with_pods_on update pod by pod (its ``_account``), and their PreFilter state is built again from
-those. DynamicResources frees the removed pods' claims (DynamicResources.use_allocated).
+by labels, term groups, spreading counts, placed volumes), which core.pods_for_a_while's
+without_pods and with_pods_on update pod by pod (``ClusterState.account``), and their PreFilter
+state is built again from those. DynamicResources frees the removed pods' claims (DynamicResources.use_allocated).
 
 Scoring (plugins.scoring): ``SCORE_PLUGINS`` each turn the pod's NodeVerdicts (the node-local raw
 scores) or the cluster into one column of normalised scores over the feasible nodes; core.ranking
