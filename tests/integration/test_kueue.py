@@ -506,6 +506,14 @@ async def quota_run(
         for p in ps:
             check_bound(p, claims.get(p["metadata"]["name"]), resource, 2, scheduler)
         line.usage_vs_devices.append((used, sum(claim_devices(claims[p["metadata"]["name"]]) for p in ps)))
+
+        # WaitForPodsReady: Kueue marks the workload PodsReady once it sees the pods Ready. Finished
+        # before that, a loaded box's Kueue never set it (CI of 7575e0b): wait for it first.
+        async def pods_ready(name: str = name) -> bool:
+            wls, _ = await sample()
+            return is_true(wls.get(name, {}), "PodsReady")
+
+        await eventually(pods_ready, timeout=60, interval=0.1)
         for p in ps:
             await finish(kube, namespace, p)
         line.mark(name, "finished", time.monotonic() - t0)

@@ -365,8 +365,11 @@ func explainMismatch(res *preemptionResult, o *dryOutcome, deleting map[string]b
 		}
 		return ""
 	}
-	if res.NominatedNode == nil || !slices.Contains(o.choices, *res.NominatedNode) {
-		return fmt.Sprintf("nominated %v, not among the choices %v", res.NominatedNode, o.choices)
+	if res.NominatedNode == nil {
+		return fmt.Sprintf("nominated nothing (message %q), the choices %v", res.Message, o.choices)
+	}
+	if !slices.Contains(o.choices, *res.NominatedNode) {
+		return fmt.Sprintf("nominated %q (message %q, evicted %v), not among the choices %v", *res.NominatedNode, res.Message, res.Evicted, o.choices)
 	}
 	node := *res.NominatedNode
 	cand := o.candidates[node]
