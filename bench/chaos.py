@@ -22,8 +22,10 @@ never fits: its pods must carry a true FailedScheduling). A priority mix: Priori
 Deployment of 1-device pods (``fill_share`` of the devices) keeps the devices nearly taken, the
 scaled Deployments alternate low and never, a share of the Jobs is never, and a stream of high
 Jobs mostly fits only by evicting. So that the preemption checks never go vacuous by chance, a wave
-(``wave``: so many seconds into the faults, so many pods) of high pods that each take a whole node
-comes at once: with the devices nearly taken, most of them fit only by evicting.
+(``wave``: so many pods) of high pods that each take a whole node comes at once at the start of the
+first quiet window (``quiet_after``; none without one): with the devices nearly taken, most of them
+fit only by evicting. (Amid an errors-500 fault, the wave's evictions failed by the dozen: a fault
+is for the random stream to meet, the wave is for the floors.)
 
 Faults, one at a time, in a seeded random order (each kind once per round), with random gaps, now
 and then a long quiet one: SIGKILL of the leader; SIGSTOP of the leader for longer than the lease,
@@ -274,7 +276,7 @@ class Config:
     never_job_share: float = 0.25  # of those Jobs, the share of priority class chaos-never (the rest chaos-low)
     high_every: tuple[float, float] = (1.5, 4.0)  # a chaos-high Job every so many seconds
     high_max_parallelism: int = 3
-    wave: tuple[float, int] | None = None  # (seconds into the faults, pods): high pods of a whole node each
+    wave: int = 0  # high pods of a whole node each, at the start of the first quiet window
     fill_share: float = 0.5  # a chaos-low Deployment of 1-device pods asks for this share of the devices
     deployments: tuple[int, ...] = (1, 2, 1, 2)  # devices per pod of each scaled Deployment
     deployment_max: int = 40
@@ -305,7 +307,7 @@ class Config:
             high_max_parallelism=2,
             # The random high Jobs made 5 preemptors at seed 135904 (12-17 at others): the wave of
             # half the nodes' worth of whole-node pods adds about as many again at every seed.
-            wave=(45.0, 8),
+            wave=8,
             fill_share=0.6,  # with the rest, more than the devices most of the time: high pods must evict
             deployments=(1, 2),
             deployment_max=6,
@@ -740,15 +742,18 @@ class Workload:
             await self._create_job(f"high-{self.high_jobs:05d}", parallelism, parallelism, count, run_for, HIGH)
         await asyncio.gather(*list(self.creating))
 
-    async def wave_at(self, t_faults: float) -> None:
-        """The wave of whole-node high pods (Config.wave), once; it draws nothing from the seeded
-        random numbers, so the faults and the rest of the workload replay as without it."""
-        if self.cfg.wave is None:
+    async def wave_at(self, quiet: asyncio.Event, until: float) -> None:
+        """The wave of whole-node high pods (Config.wave), once, when ``quiet`` is set (the first
+        quiet window begins); it draws nothing from the seeded random numbers, so the faults and
+        the rest of the workload replay as without it. None when no quiet window began by ``until``."""
+        if not self.cfg.wave:
             return
-        after, pods = self.cfg.wave
-        await asyncio.sleep(max(0.0, t_faults + after - time.monotonic()))
-        log(f"wave: {pods} high pods of {self.cfg.devices} devices each")
-        await self._create_job("wave", pods, pods, self.cfg.devices, "8s", HIGH)
+        try:
+            await asyncio.wait_for(quiet.wait(), timeout=max(0.0, until - time.monotonic()))
+        except TimeoutError:
+            return
+        log(f"wave: {self.cfg.wave} high pods of {self.cfg.devices} devices each")
+        await self._create_job("wave", self.cfg.wave, self.cfg.wave, self.cfg.devices, "8s", HIGH)
         await asyncio.gather(*list(self.creating))
 
     async def scale_loop(self, until: float) -> None:
@@ -1667,6 +1672,7 @@ class Chaos:
         self.cfg, self.rng, self.api, self.cp, self.proxy = cfg, rng, api, cp, proxy
         self.replicas, self.observer = replicas, observer
         self.records: list[FaultRecord] = []
+        self.quiet = asyncio.Event()  # set when the first quiet window begins (Workload.wave_at)
         self.background: set[asyncio.Task[None]] = set()
         self.t0 = time.monotonic()
         self.probes = 0
@@ -1716,6 +1722,8 @@ class Chaos:
             if not bag:
                 rounds += 1
             long = self.rng.random() < self.cfg.long_gap_chance or len(self.records) in self.cfg.quiet_after
+            if len(self.records) in self.cfg.quiet_after:
+                self.quiet.set()
             gap = self.rng.uniform(*(self.cfg.long_gap if long else self.cfg.gap))
             now = time.monotonic()
             await asyncio.sleep(max(0.0, min(gap, (until if now < until else hard_stop) - now)))
@@ -2162,7 +2170,7 @@ async def run_chaos(cfg: Config, binaries: Path | None = None) -> JSON:
             asyncio.create_task(workload.jobs_loop(until), name="jobs"),
             asyncio.create_task(workload.scale_loop(until), name="scaling"),
             asyncio.create_task(workload.high_loop(until), name="high"),
-            asyncio.create_task(workload.wave_at(t_faults), name="wave"),
+            asyncio.create_task(workload.wave_at(chaos.quiet, until), name="wave"),
         ]
         try:
             chaos_task = asyncio.create_task(chaos.run(until), name="chaos")
