@@ -55,10 +55,11 @@ CHAOS_UNEXERCISED = {
 CHAOS_SOMETIMES = {
     "get resource.k8s.io/resourceclaims": "a claim read again after a write conflict (binder.py, releaser.py)",
     "get core/pods": "a pod read before its claim's rollback, or after a binding's answer was lost",
-    # A finished pod's claim: kube-controller-manager's resource claim controller deletes it too, and
-    # when it is first, draxr's finalizer patch finds the claim gone and no delete follows (seed
-    # 135904 with the preemption wave: every release went that way).
+    # A finished pod's claim: kube-controller-manager's resource claim controller releases it too
+    # (finalizer and delete), and when it is first draxr's releaser has nothing to patch or delete
+    # (seed 135904 with the preemption wave: every release went that way, twice).
     "delete resource.k8s.io/resourceclaims": "a released claim that KCM had not deleted first (releaser.py)",
+    "patch resource.k8s.io/resourceclaims": "a released claim's finalizer, when KCM had not released it first (releaser.py)",
 }
 
 
