@@ -59,7 +59,7 @@ CHAOS_SOMETIMES = {
     # (finalizer and delete), and when it is first draxr's releaser has nothing to patch or delete
     # (seed 135904 with the preemption wave: every release went that way, twice).
     "delete resource.k8s.io/resourceclaims": "a released claim that KCM had not deleted first (releaser.py)",
-    "patch resource.k8s.io/resourceclaims": "a released claim's finalizer, when KCM had not released it first (releaser.py)",
+    "patch resource.k8s.io/resourceclaims": "a released claim's finalizer, KCM not first (releaser.py)",
 }
 
 
