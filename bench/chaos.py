@@ -1721,9 +1721,10 @@ class Chaos:
                 await self.probe(rec)
             if not bag:
                 rounds += 1
-            long = self.rng.random() < self.cfg.long_gap_chance or len(self.records) in self.cfg.quiet_after
-            if len(self.records) in self.cfg.quiet_after:
+            quiet = len(self.records) in self.cfg.quiet_after
+            if quiet:
                 self.quiet.set()
+            long = self.rng.random() < self.cfg.long_gap_chance or quiet
             gap = self.rng.uniform(*(self.cfg.long_gap if long else self.cfg.gap))
             now = time.monotonic()
             await asyncio.sleep(max(0.0, min(gap, (until if now < until else hard_stop) - now)))

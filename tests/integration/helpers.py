@@ -118,6 +118,21 @@ async def explain_scenario(kube: Kube, namespace: str, names: str) -> AsyncItera
         await fakedriver.delete(kube, objs)
 
 
+@asynccontextmanager
+async def gpus(kube: Kube, namespace: str, devices: int = 2) -> AsyncIterator[str]:
+    """One DRA node with ``devices`` fake GPUs for the test (prefix, driver and class named after
+    ``namespace``); yields their extended resource name."""
+    fleet = fakedriver.Fleet(
+        prefix=namespace,
+        dra_nodes=1,
+        devices_per_node=devices,
+        driver=f"{namespace}.example.com",
+        classes={f"{namespace}-gpu": f"{namespace}.example.com/gpu"},
+    )
+    async with fakedriver.deployed(kube, fleet):
+        yield f"{namespace}.example.com/gpu"
+
+
 async def claims_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     return await kube.list(RESOURCE_CLAIMS, namespace)
 

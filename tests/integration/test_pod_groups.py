@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from draxr.kube import EVENTS, NAMESPACES, PODS, RESOURCE_CLAIMS
-from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import ControlPlane, Options
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator, fast_settings
-from .helpers import SCHEDULER, eventually, pod
+from .helpers import SCHEDULER, eventually, gpus, pod
 
 REFUSED = "draxr does not support spec.schedulingGroup (gang scheduling) yet"
 
@@ -32,15 +31,7 @@ async def test_a_pod_group_member_is_not_placed_alone(gang_cluster: ControlPlane
     settings = fast_settings(kubeconfig=str(gang_cluster.kubeconfig), scheduler_name=SCHEDULER)
     async with embedded_operator(settings) as (kube, _):
         await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
-        fleet = fakedriver.Fleet(
-            prefix=names,
-            dra_nodes=1,
-            devices_per_node=2,
-            driver=f"{names}.example.com",
-            classes={f"{names}-gpu": f"{names}.example.com/gpu"},
-        )
-        resource = f"{names}.example.com/gpu"
-        async with fakedriver.deployed(kube, fleet):
+        async with gpus(kube, names) as resource:
             member = pod("worker-0", {resource: "1"}, scheduler=SCHEDULER)
             member["spec"]["schedulingGroup"] = {"podGroupName": "train"}
             created = await kube.create(PODS, member, names)

@@ -5,7 +5,6 @@ cluster), the controller releases both within the grace and draxr races it for n
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -15,12 +14,11 @@ from draxr.app import Operator
 from draxr.core.gc import ClaimAction
 from draxr.core.state import ClusterState
 from draxr.kube import NAMESPACES, PODS, RESOURCE_CLAIMS, Kube
-from draxr_dev.devcluster import fakedriver
 from draxr_dev.devcluster.controlplane import RUN_FOR_ANNOTATION, ControlPlane, Options
 
 from .clusters import extra_control_plane
 from .embedded import embedded_operator, fast_settings
-from .helpers import eventually, pod
+from .helpers import eventually, gpus, pod
 
 NO_CLAIM_CONTROLLER = "*,-resourceclaim-controller"
 KUBE_SCHEDULER = "default-scheduler"
@@ -53,20 +51,6 @@ def _errors(operation: str) -> float:
     return total
 
 
-@contextlib.asynccontextmanager
-async def _gpus(kube: Kube, namespace: str, devices: int = 2) -> AsyncIterator[str]:
-    """One DRA node with ``devices`` fake GPUs for the test; yields their extended resource name."""
-    fleet = fakedriver.Fleet(
-        prefix=namespace,
-        dra_nodes=1,
-        devices_per_node=devices,
-        driver=f"{namespace}.example.com",
-        classes={f"{namespace}-gpu": f"{namespace}.example.com/gpu"},
-    )
-    async with fakedriver.deployed(kube, fleet):
-        yield f"{namespace}.example.com/gpu"
-
-
 async def _start(kube: Kube, namespace: str, name: str, resource: str, count: int, scheduler: str) -> str:
     """A pod that holds ``count`` devices for 2 s; returns its claim's name once it has one."""
     body = pod(name, {resource: str(count)}, scheduler=scheduler, annotations={RUN_FOR_ANNOTATION: "2s"})
@@ -94,7 +78,7 @@ async def _finished_and_released(kube: Kube, namespace: str, name: str, claim: s
 
 async def _run_to_completion(kube: Kube, namespace: str, scheduler: str = "draxr") -> tuple[str, list[str]]:
     """A pod that holds two devices for 2 s; returns its claim name and the claims left afterwards."""
-    async with _gpus(kube, namespace) as resource:
+    async with gpus(kube, namespace) as resource:
         name = await _start(kube, namespace, "job", resource, 2, scheduler)
         await _finished_and_released(kube, namespace, "job", name)
         return name, [c["metadata"]["name"] for c in await kube.list(RESOURCE_CLAIMS, namespace)]
@@ -144,7 +128,7 @@ async def test_draxr_releases_kube_schedulers_claims_after_the_grace_period(
     kube, op = bare
     handed_out = _record(op, monkeypatch)
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names}})
-    async with _gpus(kube, names) as resource:
+    async with gpus(kube, names) as resource:
         claim = await _start(kube, names, "ks", resource, 2, KUBE_SCHEDULER)
         await _finished_and_released(kube, names, "ks", claim)
     first = _first(handed_out, claim)
@@ -172,7 +156,7 @@ async def test_kcm_releases_kube_schedulers_claims_and_draxr_leaves_them(
 ) -> None:
     handed_out = _record(operator, monkeypatch)
     assert "Starting resource claim controller" in control_plane.log_path("kube-controller-manager").read_text()
-    async with _gpus(kube, namespace, devices=2) as resource:
+    async with gpus(kube, namespace, devices=2) as resource:
         ks = await _start(kube, namespace, "ks", resource, 1, KUBE_SCHEDULER)
         own = await _start(kube, namespace, "own", resource, 1, "draxr")
         await _finished_and_released(kube, namespace, "ks", ks)
