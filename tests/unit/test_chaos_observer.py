@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from ..bench_loader import load
@@ -396,7 +398,7 @@ def test_the_dry_run_is_read_from_the_condition_and_the_logs_too(tmp_path: Any) 
         obs = chaos.Observer(api=Events(two), cfg=chaos.Config(grace=30.0))
         obs.check(0.0, [], [one])
         asyncio.run(obs.events())
-        chaos.read_dry_run_logs(obs, tmp_path)
+        chaos.read_replica_logs(obs, tmp_path)
         assert (obs.dry_run_log_lines, obs.dry_run_logged[("uid-hi", "n1")]) == (1, len(logged))
         obs.judge_preemptions()
         assert obs.violations["victims_beyond_dry_run"] == violations, obs.details
@@ -433,6 +435,39 @@ def test_a_preemptor_may_move_once_its_node_was_seen_lost() -> None:
             obs.judge_preemptions()
             assert obs.violations["preemptor_several_nodes"] == (not exempt), (lost_at, later, after, obs.details)
             assert bool(obs.moved_after_node_lost) == exempt
+
+
+def test_a_preemptor_may_move_once_its_binding_there_failed(tmp_path: Any) -> None:
+    """A replica's "binding failed, pod requeued" line for the preemptor, naming the earlier node,
+    between its first evictions on the two nodes: exempt (kube-scheduler clears the nomination after
+    a binding-cycle error). Another node, another pod, or a failure after the move: a violation."""
+    base = time.monotonic()
+
+    def logged(pod: str, node: str, ago: float) -> str:
+        stamp = datetime.fromtimestamp(time.time() - ago, UTC).isoformat().replace("+00:00", "Z")
+        line = {"pod": f"chaos/{pod}", "node": node, "error": "bind: injected", "timestamp": stamp,
+                "event": "binding failed, pod requeued"}  # fmt: skip
+        return json.dumps(line)
+
+    for line, exempt in (
+        (logged("hi", "n1", 15.0), True),
+        (logged("hi", "n2", 15.0), False),
+        (logged("other", "n1", 15.0), False),
+        (logged("hi", "n1", 5.0), False),
+        ("", False),
+    ):
+        (tmp_path / "draxr-b.2.log").write_text(f"{line}\n")
+        obs = observer({"n1": 2, "n2": 2})
+        obs.names.update({"uid-hi": "hi", "uid-other": "other"})
+        obs.victim("uid-v1", "v1", base - 20.0, node="n1", preemptor="uid-hi")
+        obs.victim("uid-v2", "v2", base - 10.0, node="n2", preemptor="uid-hi")
+        chaos.read_replica_logs(obs, tmp_path)
+        obs.judge_preemptions()
+        assert obs.violations["preemptor_several_nodes"] == (not exempt), (line, obs.details)
+        assert bool(obs.moved_after_node_lost) == exempt
+        if exempt:
+            [move] = obs.moved_after_node_lost["uid-hi"]["moves"]
+            assert [node for node, _ in move["after_binding_failed"]] == ["n1"], move
 
 
 def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
