@@ -68,11 +68,12 @@ checks continuously (time limits count from the end of the last fault, and not w
   at a node inventory (every 20 s) whose previous one saw it usable before the first eviction on
   the later node: kube-scheduler too preempts again elsewhere once its nomination is lost that way.
   (The preemptor's nominatedNodeName changing is not required: a nomination shorter than a poll is
-  missed.) Exempt too: a move after its binding to the earlier node failed (a replica's "binding
-  failed, pod requeued" line naming that node, between the first evictions on the two nodes):
-  kube-scheduler's handleBindingCycleError clears the nomination (clearNominatedNode), and the
-  devices freed there go to whichever pod comes first. The chaos run deletes and cordons no node:
-  a preemptor on two nodes with no binding of it refused by a fault is a violation;
+  missed.) Exempt too: a move after its binding to the earlier node, or one of its evictions there,
+  failed (a replica's "binding failed, pod requeued" or "victim not preempted" line naming that
+  node, between the first evictions on the two nodes): kube-scheduler's handleBindingCycleError
+  clears the nomination (clearNominatedNode), and a failed eviction ends that preemption
+  (prepareCandidateAsync), so its next attempt chooses among every node again. The chaos run
+  deletes and cordons no node: a preemptor on two nodes with no such failure is a violation;
 * no preemptor has more victims on a node than its dry runs there named: the distinct pods whose
   Preempted Events name it and that node are at most the sum, over its nominations of that node, of
   N in draxr's "preemption: found a potential placement for pod on node <node>, preempting N
@@ -219,7 +220,7 @@ INVARIANTS = {
     "untrue_reason": "pending pod that fits nowhere has a true FailedScheduling",
     "preemptor_unbound": "pending pod that fits by evicting lower priority bound within grace",
     "victim_priority": "preemption victim below a pod nominated to or bound on its node",
-    "preemptor_several_nodes": "a preemptor's victims on one node (but after losing that node or its binding there)",
+    "preemptor_several_nodes": "a preemptor's victims on one node (unless its node, binding or eviction there failed)",
     "victims_beyond_dry_run": "a preemptor's victims on a node no more than its dry runs there named",
     "claim_lost": "bound pod still running: its claim allocated (same devices) and reserved for it, every poll",
     "probe": "probe bound within grace after each fault",
@@ -869,10 +870,11 @@ class Observer:
         self.dry_run_logged: Counter[tuple[str, str]] = Counter()
         self.dry_run_log_lines = 0
         self.preemptions_judged = False
-        # preemptor -> why its move was exempt (the earlier node lost, or its binding there failed)
+        # preemptor -> why its move was exempt (the earlier node lost, or its binding or an eviction there failed)
         self.moved_after_node_lost: dict[str, JSON] = {}
-        # preemptor uid -> [(node, monotonic time)] of the replicas' "binding failed" log lines
-        self.binding_failed: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        # preemptor uid -> [(node, monotonic time, what)]: its binding there failed, or an eviction
+        # there did (the replicas' "binding failed, pod requeued" and "victim not preempted" lines)
+        self.attempt_failed: dict[str, list[tuple[str, float, str]]] = defaultdict(list)
         # node -> [(last inventory that saw it usable, first that saw it unusable)], monotonic
         self.usable_nodes: set[str] | None = None
         self.last_inventory = 0.0
@@ -1133,7 +1135,7 @@ class Observer:
         named, and none has victims on two nodes unless the earlier one was seen unusable (gone,
         cordoned, tainted) at an inventory after its first eviction there whose previous inventory
         saw it usable before the first eviction on the later one, or its binding to the earlier one
-        failed between the two (from the replicas' logs, ``read_replica_logs``)."""
+        or an eviction there failed between the two (the replicas' logs, ``read_replica_logs``)."""
         if self.preemptions_judged:
             return
         self.preemptions_judged = True
@@ -1160,16 +1162,17 @@ class Observer:
                     for was, gone in self.node_unusable.get(earlier, ())
                     if was < first[node] and gone > first[earlier]
                 ]
-                # Its binding to an earlier node failed (a fault refused a write of its binding cycle):
-                # kube-scheduler's handleBindingCycleError clears the nomination (clearNominatedNode), so
-                # the devices freed there go to whoever comes first and it preempts again elsewhere.
+                # A fault refused its binding to an earlier node, or one of its evictions there:
+                # kube-scheduler's handleBindingCycleError clears the nomination (clearNominatedNode),
+                # and a failed eviction ends that preemption (prepareCandidateAsync: Activate); either
+                # way its next attempt chooses among every node again.
                 failed = [
-                    (earlier, round(at - self.t0, 1))
+                    (earlier, round(at - self.t0, 1), what)
                     for earlier in order[:k]
-                    for on, at in self.binding_failed.get(preemptor, ())
+                    for on, at, what in self.attempt_failed.get(preemptor, ())
                     if on == earlier and first[earlier] - 1.0 <= at <= first[node] + 1.0
                 ]
-                moves.append({"to": node, "after_lost": lost, "after_binding_failed": failed})
+                moves.append({"to": node, "after_lost": lost, "after_failed": failed})
                 if not lost and not failed:
                     unexplained.append(node)
             detail = {
@@ -1546,7 +1549,7 @@ class Observer:
             "preemption_victims": len(self.victims),
             # Preemptors whose Events name victims on more than one node (the violations of
             # preemptor_several_nodes, and those exempt: moved after the earlier node was lost, or
-            # after their binding there failed).
+            # after their binding or an eviction there failed).
             "preemptors_on_several_nodes": sum(1 for nodes in self.preempted_on.values() if len(nodes) > 1),
             "preemptors_moved_after_node_lost": self.moved_after_node_lost,
             "dry_runs_seen": {
@@ -1624,11 +1627,13 @@ def read_replica_logs(observer: Observer, run_dir: Path) -> None:
     Events):
     * the "preempting" lines (draxr logs each chosen node and its victims before evicting):
       (preemptor, node) -> the victims they named, summed, into ``observer.dry_run_logged``;
-    * the "binding failed, pod requeued" lines: (node, when) per pod, into ``observer.binding_failed``."""
+    * the "binding failed, pod requeued" and "victim not preempted" lines: (node, when, which) per
+      pod, into ``observer.attempt_failed``."""
     uids = {name: uid for uid, name in observer.names.items()}
+    failures = {"binding failed, pod requeued": "pod", "victim not preempted": "preemptor"}
     for path in sorted(run_dir.glob("draxr-*.log")):
         for line in path.read_text(errors="replace").splitlines():
-            if '"preempting"' not in line and '"binding failed, pod requeued"' not in line:
+            if '"preempting"' not in line and not any(f'"{event}"' in line for event in failures):
                 continue
             try:
                 rec = json.loads(line)
@@ -1636,17 +1641,18 @@ def read_replica_logs(observer: Observer, run_dir: Path) -> None:
                 continue
             if not isinstance(rec, dict):
                 continue
-            name = str(rec.get("pod") or "").partition("/")[2]
+            event = str(rec.get("event"))
+            name = str(rec.get(failures.get(event, "pod")) or "").partition("/")[2]
             uid = uids.get(name, name)
-            if rec.get("event") == "preempting":
+            if event == "preempting":
                 observer.dry_run_log_lines += 1
                 observer.dry_run_logged[(uid, str(rec.get("node")))] += len(rec.get("victims") or ())
-            elif rec.get("event") == "binding failed, pod requeued" and rec.get("timestamp"):
+            elif event in failures and rec.get("timestamp"):
                 try:
                     at = time.monotonic() - (time.time() - _ts(str(rec["timestamp"])))
                 except ValueError:
                     continue
-                observer.binding_failed[uid].append((str(rec.get("node")), at))
+                observer.attempt_failed[uid].append((str(rec.get("node")), at, event))
 
 
 def _live(p: JSON) -> bool:

@@ -73,7 +73,9 @@ class Preemptor:
         failed: set[str] = set()
         for victim, result in zip(victims, results, strict=True):
             if isinstance(result, BaseException):
-                log.warning("victim not preempted", preemptor=pod.key, victim=victim.key, error=repr(result))
+                log.warning(
+                    "victim not preempted", preemptor=pod.key, victim=victim.key, node=chosen.node, error=repr(result)
+                )
                 self.state.mark_preempted((victim.uid,), preempted=False)
                 failed.add(victim.uid)
             elif result:

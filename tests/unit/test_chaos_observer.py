@@ -437,21 +437,23 @@ def test_a_preemptor_may_move_once_its_node_was_seen_lost() -> None:
             assert bool(obs.moved_after_node_lost) == exempt
 
 
-def test_a_preemptor_may_move_once_its_binding_there_failed(tmp_path: Any) -> None:
-    """A replica's "binding failed, pod requeued" line for the preemptor, naming the earlier node,
-    between its first evictions on the two nodes: exempt (kube-scheduler clears the nomination after
-    a binding-cycle error). Another node, another pod, or a failure after the move: a violation."""
+def test_a_preemptor_may_move_once_its_binding_or_an_eviction_there_failed(tmp_path: Any) -> None:
+    """A replica's "binding failed, pod requeued" (or "victim not preempted") line for the preemptor,
+    naming the earlier node, between its first evictions on the two nodes: exempt (kube-scheduler
+    clears the nomination after a binding-cycle error; a failed eviction ends that preemption).
+    Another node, another pod, or a failure after the move: a violation."""
     base = time.monotonic()
 
-    def logged(pod: str, node: str, ago: float) -> str:
+    def logged(pod: str, node: str, ago: float, event: str = "binding failed, pod requeued") -> str:
         stamp = datetime.fromtimestamp(time.time() - ago, UTC).isoformat().replace("+00:00", "Z")
-        line = {"pod": f"chaos/{pod}", "node": node, "error": "bind: injected", "timestamp": stamp,
-                "event": "binding failed, pod requeued"}  # fmt: skip
-        return json.dumps(line)
+        who = {"pod": f"chaos/{pod}"} if event.startswith("binding") else {"preemptor": f"chaos/{pod}", "victim": "x"}
+        return json.dumps({**who, "node": node, "error": "injected", "timestamp": stamp, "event": event})
 
     for line, exempt in (
         (logged("hi", "n1", 15.0), True),
+        (logged("hi", "n1", 15.0, "victim not preempted"), True),
         (logged("hi", "n2", 15.0), False),
+        (logged("hi", "n2", 15.0, "victim not preempted"), False),
         (logged("other", "n1", 15.0), False),
         (logged("hi", "n1", 5.0), False),
         ("", False),
@@ -467,7 +469,7 @@ def test_a_preemptor_may_move_once_its_binding_there_failed(tmp_path: Any) -> No
         assert bool(obs.moved_after_node_lost) == exempt
         if exempt:
             [move] = obs.moved_after_node_lost["uid-hi"]["moves"]
-            assert [node for node, _ in move["after_binding_failed"]] == ["n1"], move
+            assert [node for node, _, _ in move["after_failed"]] == ["n1"], move
 
 
 def test_the_claim_events_catch_a_device_given_before_it_was_freed() -> None:
