@@ -200,8 +200,8 @@ class Operator:  # implements handlers.Sink
         """Overrides from the CRs; only a change of what they map (not our own status writes)
         re-resolves the names and wakes the scheduler."""
         overrides = mappings_crd.overrides(mappings_crd.parse_all(self.mapping_objects.values()))
-        if overrides != self.state.overrides:
-            self.state.set_overrides(overrides)
+        if overrides != self.state.extended.overrides:
+            self.state.extended.set_overrides(overrides)
             self.scheduler.cluster_changed()
             self._mapping_maybe_changed()
         self.mapping_status.nudge()

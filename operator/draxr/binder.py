@@ -44,9 +44,10 @@ from typing import Any
 from draxr import logs, metrics
 from draxr.core import claims as shape
 from draxr.core.claims import assumed_claim_key
+from draxr.core.extended_resources import GATE_RECHECK_SECONDS
 from draxr.core.placement import Decision
 from draxr.core.plugins.dynamic_resources import ClaimDecision
-from draxr.core.state import GATE_RECHECK_SECONDS, ClusterState, PodInfo, without_managed_fields
+from draxr.core.state import ClusterState, PodInfo, without_managed_fields
 from draxr.core.storage import ANN_SELECTED_NODE, VolumeDecision, bound_pv_object
 from draxr.core.volumes import binding_progress
 from draxr.events import Recorder
@@ -391,7 +392,7 @@ class Binder:
                 pod=pod.key,
                 why=STATUS_DROPPED,
             )
-            self.state.extended_resources_off(time.monotonic())
+            self.state.extended.off(time.monotonic())
             raise BindingFailed("write pod status", STATUS_DROPPED)
         if written.get("resourceClaimName") != claim_name:
             log.error("pod status not kept by the API server", pod=pod.key, found=written)

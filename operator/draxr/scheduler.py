@@ -262,7 +262,7 @@ class Scheduler:
             self.heartbeat = time.monotonic()
             self._turn = max(self._turn, self.queue.woke_at)
             self._publish_queue_depth()
-            self.state.recheck_extended_resources(self.heartbeat)
+            self.state.extended.recheck(self.heartbeat)
             pod = self.state.pods.get(uid)
             if pod is None or not self.wants(pod) or uid in self.state.assumed_nodes:
                 self.queue.done(uid)
@@ -292,7 +292,7 @@ class Scheduler:
         """What a broken class, slice or mapping may be healed by: any change of those (and, for a
         pod a volume plugin's PreFilter turned away, a storage event: ClusterState.storage_changed)."""
         inv = self.state.inventory
-        return (inv.revision, inv.class_revision, self.state.overrides, self.state.storage_revision)
+        return (inv.revision, inv.class_revision, self.state.extended.overrides, self.state.storage_revision)
 
     def stalled_for(self) -> float:
         """Seconds since the loop last took a pod while pods may be ready; 0 while it waits for one,

@@ -107,5 +107,5 @@ async def load_state(kube: Kube, *, storage: bool = False) -> ClusterState:
     if storage:
         await load_storage(kube, state)
     listing.apply(state)
-    state.set_overrides(mappings_crd.overrides(mappings_crd.parse_all(listing.mappings or ())))
+    state.extended.set_overrides(mappings_crd.overrides(mappings_crd.parse_all(listing.mappings or ())))
     return state

@@ -13,8 +13,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from draxr.binder import STATUS_DROPPED, Binder, BindingFailed
 from draxr.core.allocator import DEFAULT_FEATURES
+from draxr.core.extended_resources import GATE_RECHECK_SECONDS
 from draxr.core.placement import Decision, Unschedulable, schedule
-from draxr.core.state import GATE_RECHECK_SECONDS, ClusterState
+from draxr.core.state import ClusterState
 
 from . import cluster_builders as cb
 from .cluster_builders import GPU, cluster, pod
@@ -189,7 +190,7 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
     # As kube-scheduler with the gate off: the extended resource is a node's own from now on, so the
     # pod's next attempt gets upstream's "Insufficient" (integration/dra/extendedresource.go), and a
     # DeviceClass that comes later maps nothing.
-    assert not state.dra_extended_resources
+    assert not state.extended.served
     assert GPU not in state.mapping
     state.upsert_class(cb.gpu_class("late"))
     assert GPU not in state.mapping
@@ -197,11 +198,11 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
     assert isinstance(again, Unschedulable)
     assert again.message == f"0/1 nodes are available: 1 Insufficient {GPU}."  # (PostFilter adds preemption's)
     # The gate comes back with a restart of kube-apiserver: after a while a pod tries again.
-    off_at = state._dra_off_at
-    state.recheck_extended_resources(off_at + GATE_RECHECK_SECONDS - 1)
-    assert not state.dra_extended_resources
-    state.recheck_extended_resources(off_at + GATE_RECHECK_SECONDS)
-    assert state.dra_extended_resources
+    off_at = state.extended._off_at
+    state.extended.recheck(off_at + GATE_RECHECK_SECONDS - 1)
+    assert not state.extended.served
+    state.extended.recheck(off_at + GATE_RECHECK_SECONDS)
+    assert state.extended.served
     assert GPU in state.mapping
     assert isinstance(schedule(info, state, features=DEFAULT_FEATURES), Decision)
 
@@ -215,7 +216,7 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
         state.assume_allocation(f"<assumed>/{info.uid}", decision.allocation or {})
         await binder.bind(info, decision)
     assert kept.asked == [True, True]
-    assert state.dra_extended_resources
+    assert state.extended.served
 
     # Turned off under a running draxr: the next status is dropped, and that is seen.
     kept.drop = True
@@ -224,4 +225,4 @@ async def test_a_pod_status_the_api_server_drops_fails_the_binding_and_rolls_the
     assert isinstance(decision, Decision)
     with pytest.raises(BindingFailed, match="dropped"):
         await binder.bind(info, decision)
-    assert not state.dra_extended_resources
+    assert not state.extended.served

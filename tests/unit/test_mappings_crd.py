@@ -131,7 +131,7 @@ def _state(**crs: JSON) -> ClusterState:
     state.upsert_slice(
         fakedriver.resource_slice("n2", [fakedriver.device(f"gpu-{i}", model="big", uid=f"n2-{i}") for i in range(2)])
     )
-    state.set_overrides(overrides(parse_all(crs.values())))
+    state.extended.set_overrides(overrides(parse_all(crs.values())))
     return state
 
 

@@ -193,7 +193,7 @@ def test_counts_kept_across_cycles_equal_a_recount(ops: list[tuple[Any, ...]]) -
                     for subset in (feasible, feasible[::2]):
                         expected = reference_scores(constraints, namespace, state, eligible, subset, require_all)
                         got = spread_scores(
-                            constraints, namespace, state, eligible, subset, require_all, state.label_key_nodes
+                            constraints, namespace, state, eligible, subset, require_all, state.spread.label_key_nodes
                         )
                         assert got == (expected if subset else None)
 

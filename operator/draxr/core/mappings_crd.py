@@ -102,7 +102,7 @@ def winners(crs: Iterable[MappingCR]) -> dict[str, MappingCR]:
 
 
 def overrides(crs: Iterable[MappingCR]) -> tuple[OverrideMapping, ...]:
-    """What `ClusterState.set_overrides` takes: the winning CR of every name (losers are ignored)."""
+    """What `ExtendedResources.set_overrides` takes: the winning CR of every name (losers are ignored)."""
     return tuple(cr.override() for _, cr in sorted(winners(crs).items()))
 
 

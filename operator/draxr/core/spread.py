@@ -144,7 +144,7 @@ class SpreadCluster(Protocol):
 
 # nodeAffinity / nodeTaints inclusion policies; None: every node is eligible (nothing to check)
 NodeEligible = Callable[[str, Constraint], bool] | None
-# key -> (nodes with a label key, all nodes) of the cluster (ClusterState.label_key_nodes)
+# key -> (nodes with a label key, all nodes) of the cluster (SpreadIndex.label_key_nodes)
 LabelNodes = Callable[[str], tuple[int, int]] | None
 
 

@@ -5,7 +5,8 @@ for every placed pod that comes or goes), and dropped when the nodes change."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping
 from typing import Protocol
 
 from draxr.core.labels import Labels, Selector
@@ -31,6 +32,9 @@ class IndexedCluster(SpreadCluster, Protocol):
     @property
     def node_revision(self) -> int: ...
 
+    @property
+    def nodes(self) -> Mapping[str, object]: ...
+
 
 class SpreadIndex:
     def __init__(self, cluster: IndexedCluster) -> None:
@@ -47,6 +51,17 @@ class SpreadIndex:
         # Which of those tables count a placed pod, per group key (the label set kept: its id is
         # not reused while it is here); emptied when a table comes or goes.
         self._counted_in: dict[GroupKey, tuple[Labels, list[DomainCounts], list[SelectorCounts]]] = {}
+        self._label_keys: tuple[Mapping[str, object], int, int, Counter[str]] | None = None
+
+    def label_key_nodes(self, key: str) -> tuple[int, int]:
+        """(nodes with a label ``key``, all nodes): what minDomains and nodeInclusionPolicy read;
+        counted once per revision of the nodes."""
+        found, cluster = self._label_keys, self._cluster
+        nodes, revision = cluster.nodes, cluster.node_revision
+        if found is None or found[0] is not nodes or found[1] != revision or found[2] != len(nodes):
+            counts = Counter(k for _, labels in cluster.node_labels() for k in labels)
+            found = self._label_keys = (nodes, revision, len(nodes), counts)
+        return found[3].get(key, 0), len(nodes)
 
     @property
     def counting(self) -> bool:

@@ -16,7 +16,6 @@ slices) share their keys and short strings (``compact``): a burst of pending pod
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -29,9 +28,10 @@ from draxr.core.budget import Budget
 from draxr.core.claim_pods import ClaimPods
 from draxr.core.claims import special_claim_owner
 from draxr.core.equivalence import EquivalenceCache
+from draxr.core.extended_resources import ExtendedResources
 from draxr.core.interpod import PodTerms, pod_terms
 from draxr.core.labels import LabelInterner, Labels, Selector
-from draxr.core.mapping import ExtendedResourceMapping, OverrideMapping, build_mapping
+from draxr.core.mapping import ExtendedResourceMapping
 from draxr.core.migration import (
     NODE_ANNOTATION,
     AdoptionClaim,
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from draxr.core.node_verdict import NodeVerdict
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-GATE_RECHECK_SECONDS = 300.0  # extended resources as nodes' own after a dropped pod status, this long
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_MILLI_CPU"]  # scoring's defaults for containers without requests
 
 
@@ -528,7 +527,6 @@ class ClusterState:
         self.tracker = AllocationTracker(on_pool_change=self._pool_changed)
         self.equivalence: EquivalenceCache[NodeVerdict] = EquivalenceCache()  # placement's per-node results
         self._sorted_names: tuple[dict[str, NodeInfo], list[str]] | None = None
-        self._label_keys: tuple[dict[str, NodeInfo], int, int, Counter[str]] | None = None
         self.claims: dict[str, ClaimInfo] = {}  # "namespace/name" -> latest claim
         # Which pods the claims belong to (special claims by owner, claims by reservedFor, the
         # schedulers of removed pods whose special claims remain), by pod uid.
@@ -536,14 +534,10 @@ class ClusterState:
         self.special_claims = self.claim_pods.special
         self.reserved_claims = self.claim_pods.reserved
         self.gone_pod_schedulers = self.claim_pods.gone_schedulers
-        self.classes: dict[str, Mapping[str, Any]] = {}
         self._slice_versions: dict[str, str | None] = {}  # slice name -> resourceVersion in the inventory
-        self.overrides: tuple[OverrideMapping, ...] = ()
-        # False once kube-apiserver dropped a pod's status.extendedResourceClaimStatus (it runs
-        # without DRAExtendedResource): no extended resource is served by DRA from then on.
-        self.dra_extended_resources = True
-        self._dra_off_at = 0.0
-        self.mapping: ExtendedResourceMapping = build_mapping(())
+        # The DeviceClasses, the mapping overrides, the gate: which extended resources DRA serves.
+        self.extended = ExtendedResources(lambda: self.changes.record(Change.CLASS))
+        self.classes = self.extended.classes
         self.assumed_nodes: dict[str, str] = {}  # pod uid -> node chosen but not yet bound
         # PVs, claims, classes, CSI objects, and the placed pods' volumes (the volume plugins).
         self.storage = StorageState()
@@ -616,15 +610,6 @@ class ClusterState:
         if found is None or found[0] is not self.nodes or len(found[1]) != len(self.nodes):
             found = self._sorted_names = (self.nodes, sorted(self.nodes))
         return found[1]
-
-    def label_key_nodes(self, key: str) -> tuple[int, int]:
-        """(nodes with a label ``key``, all nodes); counted once per revision of the nodes."""
-        found = self._label_keys
-        nodes = self.nodes
-        if found is None or found[0] is not nodes or found[1] != self.node_revision or found[2] != len(nodes):
-            counts = Counter(k for info in nodes.values() for k in info.labels)
-            found = self._label_keys = (nodes, self.node_revision, len(nodes), counts)
-        return found[3].get(key, 0), len(nodes)
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         old = self.nodes.get((node.get("metadata") or {}).get("name", ""))
@@ -837,43 +822,17 @@ class ClusterState:
 
     def upsert_class(self, obj: Mapping[str, Any]) -> None:
         obj = without_managed_fields(obj)
-        self.classes[obj["metadata"]["name"]] = obj
         self.inventory.upsert_class(obj)
-        self._remap()
+        self.extended.upsert_class(obj)
 
     def remove_class(self, name: str) -> None:
-        self.classes.pop(name, None)
         self.inventory.remove_class(name)
-        self._remap()
+        self.extended.remove_class(name)
 
-    def set_overrides(self, overrides: Iterable[OverrideMapping]) -> None:
-        self.overrides = tuple(overrides)
-        self._remap()
-
-    def extended_resources_off(self, now: float) -> None:
-        """kube-apiserver runs without DRAExtendedResource: every extended resource is a node's own
-        (an empty mapping), as kube-scheduler runs with the gate off, so that a pod asking for one
-        gets its "Insufficient" reason rather than a binding that cannot succeed. For
-        GATE_RECHECK_SECONDS (``now``: a monotonic clock): the gate comes back with a restart of
-        kube-apiserver, which draxr cannot see, so then the next pod's binding looks again."""
-        self._dra_off_at = now
-        if self.dra_extended_resources:
-            self.dra_extended_resources = False
-            self._remap()
-
-    def recheck_extended_resources(self, now: float) -> None:
-        """Serve extended resources by DRA again once GATE_RECHECK_SECONDS have passed."""
-        if not self.dra_extended_resources and now - self._dra_off_at >= GATE_RECHECK_SECONDS:
-            self.dra_extended_resources = True
-            self._remap()
-
-    def _remap(self) -> None:
-        # Recomputed from the full list: the upstream incremental cache drops names on rename.
-        if self.dra_extended_resources:
-            self.mapping = build_mapping(self.classes.values(), self.overrides)
-        else:
-            self.mapping = build_mapping(())
-        self.changes.record(Change.CLASS)
+    @property
+    def mapping(self) -> ExtendedResourceMapping:
+        """Extended resource name -> what DRA serves it with (``extended``'s, rebuilt per change)."""
+        return self.extended.mapping
 
     def upsert_claim(self, claim: Mapping[str, Any] | ClaimInfo) -> bool:
         """Record a claim seen by a watch or returned by a write (or a listing's ClaimInfo). Older

@@ -26,7 +26,7 @@ class PodTopologySpread:
             inputs.names,
             [n.labels for n in inputs.nodes],
             cycle.view.spread.explicit or inputs.profile.spread_defaults is not None,  # (requireAllTopologies)
-            inputs.state.label_key_nodes,
+            inputs.state.spread.label_key_nodes,
         )
 
 
