@@ -15,17 +15,16 @@ from draxr.core.status import Status
 class NodeVerdict:
     """``status``: the node-local filter that rejects the node (its reasons are what the summary
     counts), None when it passes them; ``problem``: a mapping CR's selector that does not compile, which ends the
-    pod's attempt. The rest only for a node that passes: the device-plugin/DRA split and the raw
-    node-local scores (NodeResourcesFit with draxr's device scoring, BalancedAllocation, the
-    untolerated PreferNoSchedule taints, preferred node affinity)."""
+    pod's attempt. The rest only for a node that passes: the device-plugin/DRA split,
+    NodeResourcesFit's raw score (with draxr's device scoring) and the other node-local scorers'
+    raw scores (``scores``, in the order of the registry's ``scorers``; 0 for a pod a scorer
+    skips)."""
 
     status: Status | None = None
     problem: str | None = None
     ext: NodeRequests | None = None
     fit: int = 0
-    balanced: int = 0
-    taint: int = 0
-    affinity: int = 0
+    scores: tuple[int, ...] = ()
     # NodeResourcesFit counted fewer free devices of a scored DRA-served resource than the pod
     # asks for: the allocator will turn the node down (placement tries it last).
     short: bool = False

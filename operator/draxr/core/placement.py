@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from typing import Any
 
+from draxr.core import plugins as registry
 from draxr.core import volumes
 from draxr.core.allocator import Features
 from draxr.core.cycle import PodCycle, node_names, prepare, score_nodes, weighted_totals
@@ -19,14 +20,7 @@ from draxr.core.device_totals import dra_totals
 from draxr.core.equivalence import Aligned
 from draxr.core.mappings_crd import invalid_selectors
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.plugins import (
-    NODE_LOCAL_FILTERS,
-    balanced_allocation,
-    node_affinity,
-    node_local_key,
-    node_resources_fit,
-    taint_toleration,
-)
+from draxr.core.plugins import node_local_key, node_resources_fit
 from draxr.core.plugins.dynamic_resources import (
     DRA,
     ClaimDecision,
@@ -183,7 +177,7 @@ class NodeFilter:
         self.decisions: dict[str, VolumeDecision | None] = {}
         self.narrowed = cycle.names.names
         # The node-local filters this pod does not skip, in the profile's order.
-        self.checks = tuple(c for plugin in NODE_LOCAL_FILTERS if (c := plugin.prefilter(pod)) is not None)
+        self.checks = tuple(c for plugin in registry.REGISTRY.filters if (c := plugin.prefilter(pod)) is not None)
         # Only NodeUnschedulable and TaintToleration run: a schedulable, untainted node passes.
         self.node_gated = len(self.checks) <= 2 and not (
             self.view.node_name or self.view.node_selector or self.view.required_node_affinity or pod.host_ports
@@ -545,16 +539,14 @@ class _NodeLocal:
     there): nodes that agree share one result, as do pods of one shape (it is their table's)."""
 
     __slots__ = (
-        "affinity",
-        "balanced",
         "candidates",
         "filters",
         "identities",
         "prepared",
         "resources",
         "restricted",
+        "scorers",
         "shared",
-        "taint",
     )
 
     def __init__(
@@ -575,9 +567,7 @@ class _NodeLocal:
             pod, state, profile.fit, device_scoring, filters.resources.checked, dra_totals(state, features)
         )
         self.identities = bool(state.identities())  # (a node moving back to its device plugin)
-        self.balanced = balanced_allocation.PLUGIN.prescore(pod)
-        self.taint = taint_toleration.PLUGIN.prescore(pod)
-        self.affinity = node_affinity.PLUGIN.prescore(pod)
+        self.scorers = tuple(plugin.prescore(pod) for plugin in registry.REGISTRY.scorers)
 
     def verdict(self, node: NodeInfo, usage: NodeUsage, filtered: NodeUsage | None = None) -> NodeVerdict:
         """``filtered``: the usage the filters see when it is not ``usage`` (nominated pods added)."""
@@ -599,15 +589,12 @@ class _NodeLocal:
             rejection = self.resources.device_plugin_conflict(node, ext)
         if rejection is not None:
             return NodeVerdict(rejection)
-        balanced, affinity = self.balanced, self.affinity
         return NodeVerdict(
             None,
             None,
             ext,
             self.resources.score(node, usage, ext),
-            balanced(node, usage) if balanced is not None else 0,
-            self.taint(node, usage) if node.taints else 0,
-            affinity(node, usage) if affinity is not None else 0,
+            tuple(score(node, usage) if score is not None else 0 for score in self.scorers),
             self.resources.short,
         )
 

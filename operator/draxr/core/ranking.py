@@ -1,4 +1,4 @@
-"""The ranking of the feasible nodes: the profile's score plugins (plugins.SCORE_PLUGINS, each a
+"""The ranking of the feasible nodes: the profile's score plugins (plugins.REGISTRY.scores, each a
 column of normalised scores) summed with its weights, from the node-local raw scores phase 1
 already holds (NodeVerdict, cached across pods of one shape), so that only what reads other pods
 or the whole cluster (spreading, inter-pod affinity, image locality, volumes) and the
@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import add, mul
 
+from draxr.core import plugins
 from draxr.core.cycle import PodCycle
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.plugins import SCORE_PLUGINS
 from draxr.core.plugins.scoring import Column, ScoreInputs
 from draxr.core.profile import DEFAULT_PROFILE, SchedulerProfile
 from draxr.core.state import ClusterState, NodeInfo
@@ -72,13 +72,14 @@ def rank(
 ) -> Ranking:
     """``verdicts``: each node's NodeVerdict for this pod; ``volume``: VolumeBinding's scores;
     ``dra``: DynamicResources' normalised scores, one per node (None: 0 everywhere); only the
-    profile's score plugins (plugins.SCORE_PLUGINS), with its weights."""
+    profile's score plugins (plugins.REGISTRY.scores), with its weights."""
     names = [n.name for n in nodes]
     weights = profile.weight_of
     columns: list[tuple[str, Column]] = []
     if nodes:
-        inputs = ScoreInputs(cycle, state, profile, nodes, names, verdicts, volume, dra)
-        for plugin in SCORE_PLUGINS:
+        registry = plugins.REGISTRY
+        inputs = ScoreInputs(cycle, state, profile, nodes, names, verdicts, volume, dra, registry.slots)
+        for plugin in registry.scores:
             if plugin.name in weights:
                 column = plugin.column(inputs)
                 if column is not None:

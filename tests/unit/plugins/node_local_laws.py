@@ -50,7 +50,9 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "ports": st.lists(st.sampled_from(PORTS), max_size=2, unique_by=repr),
     "cpu": st.sampled_from(("100m", "1")),
     "priority": st.sampled_from((0, 10)),
+    "labels": st.sampled_from(({}, {"app": "x"}, {"example.com/during-maintenance": "true"})),
 }
+NODE_LABELS = ({}, {"example.com/maintenance": ""}, {"example.com/fast": "true"})
 
 
 def build_pod(name: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +69,8 @@ def build_pod(name: str, fields: dict[str, Any]) -> dict[str, Any]:
         obj["spec"]["nodeName"] = fields["node_name"]
     if fields["ports"]:
         obj["spec"]["containers"][0]["ports"] = fields["ports"]
+    if fields.get("labels"):
+        obj["metadata"]["labels"] = dict(fields["labels"])
     return obj
 
 
@@ -84,9 +88,8 @@ def clusters(draw: st.DrawFn) -> ClusterState:
     state = ClusterState()
     for name in ("n1", "n2", "n3"):
         taints = draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique_by=repr))
-        state.upsert_node(
-            node(name, labels={"zone": draw(st.sampled_from(ZONES))}, taints=taints, unschedulable=draw(st.booleans()))
-        )
+        labels = {"zone": draw(st.sampled_from(ZONES)), **draw(st.sampled_from(NODE_LABELS))}
+        state.upsert_node(node(name, labels=labels, taints=taints, unschedulable=draw(st.booleans())))
         for i, port in enumerate(draw(st.lists(st.sampled_from(PORTS), max_size=2, unique_by=repr))):
             placed = pod(f"{name}-holder-{i}", node_name=name, phase="Running")
             placed["spec"]["containers"][0]["ports"] = [port]

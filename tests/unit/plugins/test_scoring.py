@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from draxr.core.cycle import prepare, score_nodes
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.plugins import SCORE_PLUGINS, image_locality, taint_toleration
+from draxr.core.plugins import (
+    NODE_LOCAL_SCORE_SLOTS,
+    SCORE_PLUGINS,
+    balanced_allocation,
+    image_locality,
+    taint_toleration,
+)
 from draxr.core.plugins.scoring import ScoreInputs
 from draxr.core.profile import DEFAULT_PROFILE, DEFAULT_WEIGHTS
 from draxr.core.ranking import rank
@@ -68,7 +74,12 @@ def _feasible() -> tuple[ClusterState, PodInfo, list[NodeVerdict]]:
     state.upsert_node(cb.node("b", taints=[taint]))
     state.upsert_node(cb.node("c", taints=[taint, {**taint, "key": "old"}]))
     pod = PodInfo.from_api(cb.pod("p", requests={"cpu": "1", "memory": "1Gi"}))
-    verdicts = [NodeVerdict(fit=f, balanced=b, taint=t) for f, b, t in ((90, 80, 0), (70, 95, 1), (50, 99, 2))]
+    slots = NODE_LOCAL_SCORE_SLOTS
+    verdicts = []
+    for fit, balanced, taints in ((90, 80, 0), (70, 95, 1), (50, 99, 2)):
+        scores = [0] * len(slots)
+        scores[slots[balanced_allocation.NAME]], scores[slots[taint_toleration.NAME]] = balanced, taints
+        verdicts.append(NodeVerdict(fit=fit, scores=tuple(scores)))
     return state, pod, verdicts
 
 
@@ -95,7 +106,9 @@ def test_the_ranking_sums_the_columns_with_the_profiles_weights_as_the_reference
 def test_no_taint_on_any_feasible_node_is_100_everywhere_in_one_number() -> None:
     state, pod, verdicts = _feasible()
     nodes = [state.nodes["a"]]
-    inputs = ScoreInputs(prepare(pod, state), state, DEFAULT_PROFILE, nodes, ["a"], verdicts[:1], None, None)
+    inputs = ScoreInputs(
+        prepare(pod, state), state, DEFAULT_PROFILE, nodes, ["a"], verdicts[:1], None, None, NODE_LOCAL_SCORE_SLOTS
+    )
     assert taint_toleration.PLUGIN.column(inputs) == MAX_NODE_SCORE
 
 

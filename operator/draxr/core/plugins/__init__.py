@@ -23,11 +23,13 @@ BalancedAllocation      plugins.balanced_allocation the node's pods' requests
 ImageLocality           plugins.image_locality      which nodes hold the pod's images
 ======================  ==========================  =======================================
 
-``NODE_LOCAL``: the plugins that read only the node's own inputs. Their results on a node are
-kept per pod shape (core.equivalence) under the key each plugin gives for the pod
-(``node_local_key``); phase 1 runs ``NODE_LOCAL_FILTERS`` in order, then NodeResourcesFit with the
-node's device-plugin/DRA split (placement._NodeLocal). The plugins after it read other pods or
-cluster-wide objects and run per pod (placement.NodeFilter.beyond_node, DynamicResources).
+The registry (``Registry``; the one the scheduler runs is ``REGISTRY``, kube-scheduler's default
+``DEFAULT_REGISTRY``) lists them by extension point. ``local``: the plugins that read only the
+node's own inputs. Their results on a node are kept per pod shape (core.equivalence) under the key
+each plugin gives for the pod (``node_local_key``); phase 1 runs the registry's ``filters`` in
+order, then NodeResourcesFit with the node's device-plugin/DRA split (placement._NodeLocal). The
+plugins after it read other pods or cluster-wide objects and run per pod
+(placement.NodeFilter.beyond_node, DynamicResources).
 
 AddPod/RemovePod (the PreFilter extensions preemption's dry run and nominated pods use): the
 plugins that read other pods read them through ClusterState's indexes (usage per node, pod groups
@@ -35,16 +37,19 @@ by labels, term groups, spreading counts, placed volumes), which core.pods_for_a
 without_pods and with_pods_on update pod by pod (``ClusterState.account``), and their PreFilter
 state is built again from those. DynamicResources frees the removed pods' claims (DynamicResources.use_allocated).
 
-Scoring (plugins.scoring): ``SCORE_PLUGINS`` each turn the pod's NodeVerdicts (the node-local raw
-scores) or the cluster into one column of normalised scores over the feasible nodes; core.ranking
-sums the columns of the plugins the profile scores with, with its weights.
+Scoring (plugins.scoring): the registry's ``scores`` each turn the pod's NodeVerdicts (the node-local
+raw scores: its ``scorers``' in ``NodeVerdict.scores``, NodeResourcesFit's in ``fit``) or the
+cluster into one column of normalised scores over the feasible nodes; core.ranking sums the
+columns of the plugins the profile scores with, with its weights.
 
 Adding a plugin: docs/developer/adding-a-plugin.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import cast
 
 from draxr.core.plugins import (
     balanced_allocation,
@@ -60,43 +65,92 @@ from draxr.core.plugins import (
     taint_toleration,
     volume_binding,
 )
-from draxr.core.plugins.base import NodeLocalFilter, NodeLocalPlugin
+from draxr.core.plugins.base import NodeLocalFilter, NodeLocalPlugin, NodeLocalScorer
 from draxr.core.plugins.scoring import ScorePlugin
 from draxr.core.state import PodInfo
 
-NODE_LOCAL_FILTERS: tuple[NodeLocalFilter, ...] = (
-    node_name.PLUGIN,
-    node_unschedulable.PLUGIN,
-    taint_toleration.PLUGIN,
-    node_affinity.PLUGIN,
-    node_ports.PLUGIN,
-)
-"""The filters before NodeResourcesFit, in upstream's order (the first failing one is reported)."""
 
-NODE_LOCAL: tuple[NodeLocalPlugin, ...] = (
-    *NODE_LOCAL_FILTERS,
-    node_resources_fit.PLUGIN,
-    balanced_allocation.PLUGIN,
-)
+@dataclass(frozen=True, eq=False)
+class Registry:
+    """The profile's plugins by extension point, each tuple in upstream's order. ``filters``: the
+    node-local filters before NodeResourcesFit (the first failing one is reported); ``scorers``:
+    the node-local plugins whose raw Score phase 1 keeps in ``NodeVerdict.scores``, in this order
+    (NodeResourcesFit's, which reads the node's device split, is ``NodeVerdict.fit``);
+    ``scores``: the score plugins (core.profile's weights say which the profile runs). Derived:
+    ``local``, every node-local plugin once (their keys make the equivalence key), and
+    ``slots``, where each scorer's raw score is in ``NodeVerdict.scores`` (``ScoreInputs.raw``).
+    Read at each use (``plugins.REGISTRY``), so one swap adds a plugin everywhere."""
+
+    filters: tuple[NodeLocalFilter, ...]
+    scorers: tuple[NodeLocalScorer, ...]
+    scores: tuple[ScorePlugin, ...]
+    local: tuple[NodeLocalPlugin, ...] = field(init=False)
+    slots: Mapping[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        local: dict[int, NodeLocalPlugin] = {}
+        every: tuple[NodeLocalPlugin, ...] = (*self.filters, node_resources_fit.PLUGIN, *self.scorers)
+        for plugin in every:
+            local.setdefault(id(plugin), plugin)
+        object.__setattr__(self, "local", tuple(local.values()))
+        object.__setattr__(self, "slots", {plugin.name: i for i, plugin in enumerate(self.scorers)})
+
+    def adding(self, plugin: object) -> Registry:
+        """This registry with ``plugin`` at the end of each extension point it implements: a
+        node-local Filter (``key`` and ``prefilter``), a node-local raw Score (``key`` and
+        ``prescore``), a Score and NormalizeScore (``column``)."""
+        node_local = hasattr(plugin, "key")
+        return Registry(
+            (*self.filters, cast("NodeLocalFilter", plugin))
+            if node_local and hasattr(plugin, "prefilter")
+            else self.filters,
+            (*self.scorers, cast("NodeLocalScorer", plugin))
+            if node_local and hasattr(plugin, "prescore")
+            else self.scorers,
+            (*self.scores, cast("ScorePlugin", plugin)) if hasattr(plugin, "column") else self.scores,
+        )
 
 
-SCORE_PLUGINS: tuple[ScorePlugin, ...] = (
-    taint_toleration.PLUGIN,
-    node_affinity.PLUGIN,
-    node_resources_fit.PLUGIN,
-    volume_binding.PLUGIN,
-    pod_topology_spread.PLUGIN,
-    inter_pod_affinity.PLUGIN,
-    dynamic_resources.SCORE_PLUGIN,
-    balanced_allocation.PLUGIN,
-    image_locality.PLUGIN,
+DEFAULT_REGISTRY = Registry(
+    filters=(
+        node_name.PLUGIN,
+        node_unschedulable.PLUGIN,
+        taint_toleration.PLUGIN,
+        node_affinity.PLUGIN,
+        node_ports.PLUGIN,
+    ),
+    scorers=(
+        taint_toleration.PLUGIN,
+        node_affinity.PLUGIN,
+        balanced_allocation.PLUGIN,
+    ),
+    scores=(
+        taint_toleration.PLUGIN,
+        node_affinity.PLUGIN,
+        node_resources_fit.PLUGIN,
+        volume_binding.PLUGIN,
+        pod_topology_spread.PLUGIN,
+        inter_pod_affinity.PLUGIN,
+        dynamic_resources.SCORE_PLUGIN,
+        balanced_allocation.PLUGIN,
+        image_locality.PLUGIN,
+    ),
 )
-"""The default profile's score plugins in upstream's order (core.profile.DEFAULT_WEIGHTS): each
-gives a column of normalised scores (plugins.scoring); core.ranking runs those the profile
-scores with."""
+"""kube-scheduler 1.37.2's default profile (core.profile.DEFAULT_WEIGHTS: the score plugins'
+order and weights)."""
+
+REGISTRY = DEFAULT_REGISTRY
+"""The registry the scheduler runs (placement, ranking and the equivalence key read it here)."""
+
+# The default registry's tuples, by name.
+NODE_LOCAL_FILTERS = DEFAULT_REGISTRY.filters
+NODE_LOCAL = DEFAULT_REGISTRY.local
+NODE_LOCAL_SCORERS = DEFAULT_REGISTRY.scorers
+NODE_LOCAL_SCORE_SLOTS = DEFAULT_REGISTRY.slots
+SCORE_PLUGINS = DEFAULT_REGISTRY.scores
 
 
 def node_local_key(pod: PodInfo) -> Hashable:
     """The pod's equivalence key: each node-local plugin's part. Pods with equal keys get equal
     results from every node-local plugin on a node (placement.NodeVerdict)."""
-    return tuple(plugin.key(pod) for plugin in NODE_LOCAL)
+    return tuple(plugin.key(pod) for plugin in REGISTRY.local)

@@ -39,7 +39,7 @@ class BalancedAllocation:
         """The verdicts' scores; None for a pod that requests neither (as prescore)."""
         if _requests(inputs.cycle.pod) == (0, 0):
             return None
-        return [v.balanced for v in inputs.verdicts]
+        return inputs.raw(NAME)
 
 
 PLUGIN = BalancedAllocation()

@@ -33,6 +33,13 @@ class NodeLocalPlugin(Protocol):
         ...
 
 
+class NodeLocalScorer(NodeLocalPlugin, Protocol):
+    def prescore(self, pod: PodInfo) -> NodeScore | None:
+        """The pod's raw Score on one node; None when upstream's PreScore skips the pod (its
+        column is then None too)."""
+        ...
+
+
 class NodeLocalFilter(NodeLocalPlugin, Protocol):
     def prefilter(self, pod: PodInfo) -> NodeCheck | None:
         """The pod's Filter; None when the pod gives the plugin nothing to check (upstream's

@@ -74,7 +74,7 @@ class NodeAffinity:
         """None without preferred terms (as prescore)."""
         if inputs.cycle.view.preferred_node_affinity is None:
             return None
-        return normalize([v.affinity for v in inputs.verdicts])
+        return normalize(inputs.raw(NAME))
 
 
 PLUGIN = NodeAffinity()

@@ -10,7 +10,7 @@ shares between pods of one shape; the other plugins read the cluster through ``i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # (core.cycle imports the plugins)
@@ -28,7 +28,9 @@ class ScoreInputs:
     """What the score plugins read for one pod: its cycle (the PreFilter and PreScore state of
     the plugins that read other pods), the cluster, the profile, the feasible nodes with their
     NodeVerdicts, and the scores two filters leave: VolumeBinding's per node name (None: the pod
-    has no volumes to bind) and DynamicResources' normalised ones (None: no claims of its own)."""
+    has no volumes to bind) and DynamicResources' normalised ones (None: no claims of its own).
+    ``slots``: where each node-local scorer's raw score is in ``NodeVerdict.scores``
+    (plugins.NODE_LOCAL_SCORE_SLOTS)."""
 
     cycle: PodCycle
     state: ClusterState
@@ -38,6 +40,12 @@ class ScoreInputs:
     verdicts: Sequence[NodeVerdict]
     volume: Mapping[str, int] | None
     dra: Sequence[int] | None
+    slots: Mapping[str, int] = field(default_factory=dict)
+
+    def raw(self, plugin: str) -> list[int]:
+        """A node-local scorer's raw scores on the feasible nodes, from their NodeVerdicts."""
+        slot = self.slots[plugin]
+        return [v.scores[slot] for v in self.verdicts]
 
 
 class ScorePlugin(Protocol):

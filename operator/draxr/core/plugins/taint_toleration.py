@@ -42,7 +42,7 @@ class TaintToleration:
     def column(self, inputs: ScoreInputs) -> Column:
         """Fewer untolerated PreferNoSchedule taints is better (normalised in reverse): 100 on
         every node when no feasible node has one."""
-        taints = [v.taint for v in inputs.verdicts]
+        taints = inputs.raw(NAME)
         return normalize(taints, reverse=True) if any(taints) else MAX_NODE_SCORE
 
 
