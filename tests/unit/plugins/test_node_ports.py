@@ -10,7 +10,7 @@ from hypothesis import given
 
 from draxr.core.plugins import node_ports
 from draxr.core.state import ClusterState, PodInfo
-from draxr.core.status import Code
+from draxr.core.status import Code, Status
 from tests.unit.cluster_builders import node, pod
 
 from .node_local_laws import PORTS, ForgetfulKey, clusters, key_breaks, twins
@@ -28,7 +28,7 @@ def _holding(*ports: dict[str, Any]) -> ClusterState:
     return state
 
 
-def _verdict(state: ClusterState, *ports: dict[str, Any]) -> object:
+def _verdict(state: ClusterState, *ports: dict[str, Any]) -> Status | None:
     wanting = pod("p")
     wanting["spec"]["containers"][0]["ports"] = list(ports)
     check = node_ports.PLUGIN.prefilter(PodInfo.from_api(wanting))
@@ -39,7 +39,7 @@ def _verdict(state: ClusterState, *ports: dict[str, Any]) -> object:
 def test_a_taken_host_port_is_unschedulable_since_evicting_its_holder_frees_it() -> None:
     rejected = _verdict(_holding(TCP_80), TCP_80)
     assert rejected is not None
-    assert (rejected.code, rejected.plugin, rejected.reasons) == (  # type: ignore[attr-defined]
+    assert (rejected.code, rejected.plugin, rejected.reasons) == (
         Code.UNSCHEDULABLE, "NodePorts", ("node(s) didn't have free ports for the requested pod ports",)
     )  # fmt: skip
 
