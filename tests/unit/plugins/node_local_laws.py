@@ -53,6 +53,9 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "labels": st.sampled_from(({}, {"app": "x"}, {"example.com/during-maintenance": "true"})),
 }
 NODE_LABELS = ({}, {"example.com/maintenance": ""}, {"example.com/fast": "true"})
+PLAIN: dict[str, Any] = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "1",
+                         "priority": 0, "labels": {}}  # fmt: skip
+"""A pod asking nothing in particular: a case's fields are ``{**PLAIN, field: value}``."""
 
 
 def build_pod(name: str, fields: dict[str, Any]) -> dict[str, Any]:

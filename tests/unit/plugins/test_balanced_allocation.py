@@ -12,7 +12,7 @@ from draxr.core.plugins import balanced_allocation
 from draxr.core.state import ClusterState, PodInfo
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, ForgetfulKey, clusters, key_breaks, twins
 
 
 def test_an_even_share_of_cpu_and_memory_scores_higher_and_a_pod_without_requests_is_skipped() -> None:
@@ -37,6 +37,5 @@ def test_pods_with_the_same_key_get_the_same_scores(pair: Any, state: ClusterSta
 def test_a_key_that_forgets_the_requests_is_caught() -> None:
     state = ClusterState()
     state.upsert_node(node("n", cpu="4", memory="4Gi"))
-    fields = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "100m",
-              "priority": 0}  # fmt: skip
+    fields = {**PLAIN, "cpu": "100m"}
     assert key_breaks(ForgetfulKey(balanced_allocation.PLUGIN), (fields, {**fields, "cpu": "1"}), state)

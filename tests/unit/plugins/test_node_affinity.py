@@ -13,7 +13,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import AFFINITIES, ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import AFFINITIES, PLAIN, ForgetfulKey, clusters, key_breaks, twins
 
 REQUIRED_ZONE_A, PREFERRED_ZONE_B, REQUIRED_NAME_N2 = AFFINITIES[1:]
 
@@ -61,6 +61,5 @@ def test_pods_with_the_same_key_get_the_same_verdicts_and_scores(pair: Any, stat
 
 
 def test_a_key_that_forgets_the_selector_is_caught() -> None:
-    fields = {"node_name": "", "selector": {"zone": "a"}, "affinity": None, "tolerations": [], "ports": [],
-              "cpu": "1", "priority": 0}  # fmt: skip
+    fields = {**PLAIN, "selector": {"zone": "a"}}
     assert key_breaks(ForgetfulKey(node_affinity.PLUGIN), (fields, {**fields, "selector": {"zone": "b"}}), _zones())

@@ -12,7 +12,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, ForgetfulKey, clusters, key_breaks, twins
 
 
 def test_only_the_named_node_passes_and_the_others_are_unresolvable() -> None:
@@ -39,6 +39,5 @@ def test_a_key_that_forgets_the_name_is_caught() -> None:
     state = ClusterState()
     for name in ("n1", "n2"):
         state.upsert_node(node(name))
-    fields = {"node_name": "n1", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "1",
-              "priority": 0}  # fmt: skip
+    fields = {**PLAIN, "node_name": "n1"}
     assert key_breaks(ForgetfulKey(node_name.PLUGIN), (fields, {**fields, "node_name": "n2"}), state)

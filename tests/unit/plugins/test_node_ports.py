@@ -13,7 +13,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code, Status
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import PORTS, ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, PORTS, ForgetfulKey, clusters, key_breaks, twins
 
 TCP_80, UDP_80, TCP_81_ON_IP = PORTS
 
@@ -58,6 +58,5 @@ def test_pods_with_the_same_key_get_the_same_verdicts(pair: Any, state: ClusterS
 
 
 def test_a_key_that_forgets_the_ports_is_caught() -> None:
-    fields = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [TCP_80], "cpu": "1",
-              "priority": 0}  # fmt: skip
+    fields = {**PLAIN, "ports": [TCP_80]}
     assert key_breaks(ForgetfulKey(node_ports.PLUGIN), (fields, {**fields, "ports": [UDP_80]}), _holding(TCP_80))

@@ -12,7 +12,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import TOLERATIONS, ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, TOLERATIONS, ForgetfulKey, clusters, key_breaks, twins
 
 TOLERATES_CORDON = TOLERATIONS[4]  # node.kubernetes.io/unschedulable:NoSchedule
 
@@ -44,7 +44,6 @@ def test_pods_with_the_same_key_get_the_same_verdicts(pair: Any, state: ClusterS
 
 
 def test_a_key_that_forgets_the_toleration_is_caught() -> None:
-    fields = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "1",
-              "priority": 0}  # fmt: skip
+    fields = PLAIN
     twin = {**fields, "tolerations": [TOLERATES_CORDON]}
     assert key_breaks(ForgetfulKey(node_unschedulable.PLUGIN), (fields, twin), _cordoned())

@@ -13,7 +13,7 @@ from draxr.core.state import ClusterState, PodInfo
 from draxr.core.status import Code
 from tests.unit.cluster_builders import node, pod
 
-from .node_local_laws import TAINTS, TOLERATIONS, ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, TAINTS, TOLERATIONS, ForgetfulKey, clusters, key_breaks, twins
 
 NO_SCHEDULE, NO_EXECUTE, PREFER = TAINTS
 
@@ -64,7 +64,6 @@ def test_pods_with_the_same_key_get_the_same_verdicts_and_scores(pair: Any, stat
 
 
 def test_a_key_that_forgets_the_tolerations_is_caught() -> None:
-    fields = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "1",
-              "priority": 0}  # fmt: skip
+    fields = PLAIN
     twin = {**fields, "tolerations": [TOLERATIONS[0]]}
     assert key_breaks(ForgetfulKey(taint_toleration.PLUGIN), (fields, twin), _tainted())

@@ -20,7 +20,7 @@ from draxr.core.state import ClusterState
 from tests.unit.cluster_builders import node, pod
 
 from . import example_plugin as example
-from .node_local_laws import ForgetfulKey, clusters, key_breaks, twins
+from .node_local_laws import PLAIN, ForgetfulKey, clusters, key_breaks, twins
 
 PAGE = Path(__file__).parents[3] / "docs" / "developer" / "adding-a-plugin.md"
 
@@ -89,8 +89,7 @@ def test_the_example_keeps_the_node_local_law(pair: Any, state: ClusterState) ->
 
 def test_a_key_that_forgets_the_label_is_caught() -> None:
     state = _cluster(node("maint", labels={example.MAINTENANCE: ""}))
-    fields = {"node_name": "", "selector": {}, "affinity": None, "tolerations": [], "ports": [], "cpu": "1",
-              "priority": 0, "labels": {}}  # fmt: skip
+    fields = PLAIN
     twin = {**fields, "labels": {example.ALLOWED: "true"}}
     assert key_breaks(ForgetfulKey(example.PLUGIN), (fields, twin), state)
 
