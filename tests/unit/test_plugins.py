@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from draxr.core.allocator import DEFAULT_FEATURES
 from draxr.core.placement import Decision, NodeFilter, prefilter, schedule
-from draxr.core.plugins import NODE_LOCAL, NODE_LOCAL_FILTERS, node_local_key
+from draxr.core.plugins import DEFAULT_REGISTRY, node_local_key
 from draxr.core.state import EMPTY_USAGE, ClusterState, PodInfo
 from draxr.core.status import Code, Status
 from tests.unit.cluster_builders import GPU, cluster, node, pod
@@ -22,8 +22,8 @@ UPSTREAM_ORDER = ("NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffin
 
 
 def test_node_local_filters_run_in_upstream_order() -> None:
-    assert tuple(p.name for p in NODE_LOCAL_FILTERS) == UPSTREAM_ORDER
-    assert [p.name for p in NODE_LOCAL][len(UPSTREAM_ORDER) :] == [
+    assert tuple(p.name for p in DEFAULT_REGISTRY.filters) == UPSTREAM_ORDER
+    assert [p.name for p in DEFAULT_REGISTRY.local][len(UPSTREAM_ORDER) :] == [
         "NodeResourcesFit",
         "NodeResourcesBalancedAllocation",
     ]

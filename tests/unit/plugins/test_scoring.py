@@ -15,13 +15,7 @@ from hypothesis import strategies as st
 from draxr.core.cycle import prepare, score_nodes
 from draxr.core.limits import MAX_NODE_SCORE
 from draxr.core.node_verdict import NodeVerdict
-from draxr.core.plugins import (
-    NODE_LOCAL_SCORE_SLOTS,
-    SCORE_PLUGINS,
-    balanced_allocation,
-    image_locality,
-    taint_toleration,
-)
+from draxr.core.plugins import DEFAULT_REGISTRY, balanced_allocation, image_locality, taint_toleration
 from draxr.core.plugins.scoring import ScoreInputs
 from draxr.core.profile import DEFAULT_PROFILE, DEFAULT_WEIGHTS
 from draxr.core.ranking import rank
@@ -64,7 +58,7 @@ def test_normalize_keeps_the_order_and_puts_the_best_at_100(raw: list[int], reve
 
 
 def test_the_registry_is_the_default_profiles_score_plugins_in_upstreams_order() -> None:
-    assert [p.name for p in SCORE_PLUGINS] == [name for name, _ in DEFAULT_WEIGHTS]
+    assert [p.name for p in DEFAULT_REGISTRY.scores] == [name for name, _ in DEFAULT_WEIGHTS]
 
 
 def _feasible() -> tuple[ClusterState, PodInfo, list[NodeVerdict]]:
@@ -74,7 +68,7 @@ def _feasible() -> tuple[ClusterState, PodInfo, list[NodeVerdict]]:
     state.upsert_node(cb.node("b", taints=[taint]))
     state.upsert_node(cb.node("c", taints=[taint, {**taint, "key": "old"}]))
     pod = PodInfo.from_api(cb.pod("p", requests={"cpu": "1", "memory": "1Gi"}))
-    slots = NODE_LOCAL_SCORE_SLOTS
+    slots = DEFAULT_REGISTRY.slots
     verdicts = []
     for fit, balanced, taints in ((90, 80, 0), (70, 95, 1), (50, 99, 2)):
         scores = [0] * len(slots)
@@ -107,7 +101,7 @@ def test_no_taint_on_any_feasible_node_is_100_everywhere_in_one_number() -> None
     state, pod, verdicts = _feasible()
     nodes = [state.nodes["a"]]
     inputs = ScoreInputs(
-        prepare(pod, state), state, DEFAULT_PROFILE, nodes, ["a"], verdicts[:1], None, None, NODE_LOCAL_SCORE_SLOTS
+        prepare(pod, state), state, DEFAULT_PROFILE, nodes, ["a"], verdicts[:1], None, None, DEFAULT_REGISTRY.slots
     )
     assert taint_toleration.PLUGIN.column(inputs) == MAX_NODE_SCORE
 

@@ -142,13 +142,6 @@ order and weights)."""
 REGISTRY = DEFAULT_REGISTRY
 """The registry the scheduler runs (placement, ranking and the equivalence key read it here)."""
 
-# The default registry's tuples, by name.
-NODE_LOCAL_FILTERS = DEFAULT_REGISTRY.filters
-NODE_LOCAL = DEFAULT_REGISTRY.local
-NODE_LOCAL_SCORERS = DEFAULT_REGISTRY.scorers
-NODE_LOCAL_SCORE_SLOTS = DEFAULT_REGISTRY.slots
-SCORE_PLUGINS = DEFAULT_REGISTRY.scores
-
 
 def node_local_key(pod: PodInfo) -> Hashable:
     """The pod's equivalence key: each node-local plugin's part. Pods with equal keys get equal

@@ -10,7 +10,7 @@ shares between pods of one shape; the other plugins read the cluster through ``i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # (core.cycle imports the plugins)
@@ -30,7 +30,7 @@ class ScoreInputs:
     NodeVerdicts, and the scores two filters leave: VolumeBinding's per node name (None: the pod
     has no volumes to bind) and DynamicResources' normalised ones (None: no claims of its own).
     ``slots``: where each node-local scorer's raw score is in ``NodeVerdict.scores``
-    (plugins.NODE_LOCAL_SCORE_SLOTS)."""
+    (the registry's, ``plugins.Registry.slots``)."""
 
     cycle: PodCycle
     state: ClusterState
@@ -40,7 +40,7 @@ class ScoreInputs:
     verdicts: Sequence[NodeVerdict]
     volume: Mapping[str, int] | None
     dra: Sequence[int] | None
-    slots: Mapping[str, int] = field(default_factory=dict)
+    slots: Mapping[str, int]
 
     def raw(self, plugin: str) -> list[int]:
         """A node-local scorer's raw scores on the feasible nodes, from their NodeVerdicts."""
